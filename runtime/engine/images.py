@@ -1,0 +1,249 @@
+"""Images: the offline base, the sandbox image, and thin per-task layers tagged by content hash."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from importlib import metadata
+from pathlib import Path
+
+import docker.errors
+
+from ..errors import ImageError
+from ..spec.loader import LoadedSpec
+from .client import get_client
+
+log = logging.getLogger(__name__)
+
+BASE_IMAGE = os.environ.get("COWORK_BASE_IMAGE", "cowork-base:bookworm")
+PUBLIC_BASE = "python:3.11-slim-bookworm"
+SANDBOX_REPO = "cowork-sandbox"
+TASK_REPO_PREFIX = "cowork-task-"
+#: Packages the in-container server needs; pinned to the host's versions.
+SERVER_PACKAGES = ("fastmcp",)
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/
+PROJECT_DIR = PACKAGE_DIR.parent
+#: Parts of the package that run inside the container (hashed into the sandbox tag).
+IN_CONTAINER = ("__init__.py", "formats.py", "server", "services")
+
+
+def cache_dir() -> Path:
+    """Where wheelhouses and other build inputs are cached."""
+    root = Path(os.environ.get("COWORK_CACHE", Path.home() / ".cache" / "cowork"))
+    root.mkdir(parents=True, exist_ok=True)
+    return root
+
+
+def _project_file(name: str) -> Path:
+    for base in (Path(os.environ.get("COWORK_HOME", PROJECT_DIR)), PROJECT_DIR):
+        if (base / name).exists():
+            return base / name
+    raise ImageError(f"{name} not found next to the runtime package; set COWORK_HOME to the cowork source checkout")
+
+
+def _image_exists(ref: str) -> bool:
+    try:
+        get_client().images.get(ref)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+# --------------------------------------------------------------------------- base
+def ensure_base(offline_only: bool = False) -> str:
+    """Return a base image reference that is present locally, making one if needed.
+
+    Order: ``$COWORK_BASE_IMAGE`` / cowork-base:bookworm if present; the public
+    python:3.11-slim-bookworm if it can be pulled; else the offline debootstrap bootstrap.
+
+    Raises:
+        ImageError: when no base could be found or made.
+    """
+    if _image_exists(BASE_IMAGE):
+        return BASE_IMAGE
+    if _image_exists(PUBLIC_BASE):
+        return PUBLIC_BASE
+    if not offline_only:
+        try:
+            log.info("pulling %s", PUBLIC_BASE)
+            get_client().images.pull(PUBLIC_BASE)
+            return PUBLIC_BASE
+        except docker.errors.DockerException as exc:
+            log.info("no registry answered (%s); bootstrapping %s offline", str(exc)[:120], BASE_IMAGE)
+    script = _project_file("images/bootstrap-base.sh")
+    t0 = time.monotonic()
+    proc = subprocess.run(["bash", str(script), BASE_IMAGE], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ImageError(f"offline base bootstrap failed ({script}):\n{proc.stdout}\n{proc.stderr}")
+    log.info("bootstrapped %s in %.1fs", BASE_IMAGE, time.monotonic() - t0)
+    return BASE_IMAGE
+
+
+# --------------------------------------------------------------------------- wheelhouse
+def _requirements() -> list[str]:
+    reqs = []
+    for name in SERVER_PACKAGES:
+        try:
+            reqs.append(f"{name}=={metadata.version(name)}")
+        except metadata.PackageNotFoundError as exc:
+            raise ImageError(f"{name} is not installed on the host; `pip install -e .` first") from exc
+    return reqs
+
+
+def ensure_wheelhouse() -> Path:
+    """Download (once) the wheels the in-container server needs, for Python 3.11 on this arch.
+
+    Raises:
+        ImageError: when pip cannot fetch them.
+    """
+    reqs = _requirements()
+    arch = platform.machine()
+    key = hashlib.sha256(("\n".join(reqs) + arch).encode()).hexdigest()[:12]
+    dest = cache_dir() / f"wheelhouse-{key}"
+    if (dest / "requirements.txt").exists():
+        return dest
+    tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix="wheelhouse-tmp-"))
+    plats = [f"manylinux_2_{v}_{arch}" for v in (17, 28, 34)] + [f"manylinux2014_{arch}", f"linux_{arch}"]
+    cmd = [sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(tmp), "--only-binary=:all:",
+           "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
+    for p in plats:
+        cmd += ["--platform", p]
+    proc = subprocess.run(cmd + reqs, capture_output=True, text=True)
+    if proc.returncode != 0:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise ImageError(f"building the wheelhouse failed: {' '.join(cmd + reqs)}\n{proc.stderr[-2000:]}")
+    (tmp / "requirements.txt").write_text("\n".join(reqs) + "\n")
+    os.replace(tmp, dest)
+    return dest
+
+
+# --------------------------------------------------------------------------- sandbox image
+def _hash_tree(h: "hashlib._Hash", path: Path, rel: str) -> None:
+    if path.is_dir():
+        for p in sorted(path.rglob("*")):
+            if p.is_file() and "__pycache__" not in p.parts:
+                h.update(f"{rel}/{p.relative_to(path).as_posix()}\0".encode())
+                h.update(p.read_bytes())
+    elif path.is_file():
+        h.update(f"{rel}\0".encode())
+        h.update(path.read_bytes())
+
+
+def sandbox_tag(base: str) -> str:
+    """Tag of the sandbox image for the current sources, requirements and base."""
+    h = hashlib.sha256()
+    h.update(_project_file("Dockerfile").read_bytes())
+    h.update("\n".join(_requirements()).encode())
+    h.update(get_client().images.get(base).id.encode())
+    for name in IN_CONTAINER:
+        _hash_tree(h, PACKAGE_DIR / name, name)
+    return f"{SANDBOX_REPO}:{h.hexdigest()[:16]}"
+
+
+def ensure_sandbox_image(offline_only: bool = False) -> str:
+    """Build the sandbox image unless an identical one exists; returns its tag.
+
+    Raises:
+        ImageError: when the build fails (the build log is in the message).
+    """
+    base = ensure_base(offline_only)
+    tag = sandbox_tag(base)
+    if _image_exists(tag):
+        return tag
+    wheels = ensure_wheelhouse()
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="cowork-ctx-") as ctx:
+        shutil.copy(_project_file("Dockerfile"), Path(ctx) / "Dockerfile")
+        shutil.copytree(wheels, Path(ctx) / "wheelhouse")
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        (Path(ctx) / "runtime").mkdir()
+        for name in IN_CONTAINER:
+            src = PACKAGE_DIR / name
+            if src.is_dir():
+                shutil.copytree(src, Path(ctx) / "runtime" / name, ignore=ignore)
+            elif src.is_file():
+                shutil.copy(src, Path(ctx) / "runtime" / name)
+        _build(path=ctx, tag=tag, buildargs={"BASE": base})
+    get_client().images.get(tag).tag(SANDBOX_REPO, "latest")
+    log.info("built %s in %.1fs", tag, time.monotonic() - t0)
+    return tag
+
+
+def _build(**kwargs) -> None:
+    try:
+        get_client().images.build(rm=True, forcerm=True, **kwargs)
+    except docker.errors.BuildError as exc:
+        logs = "".join(str(c.get("stream", c.get("error", ""))) for c in exc.build_log)
+        raise ImageError(f"docker build of {kwargs.get('tag')} failed: {exc.msg}\n{logs[-4000:]}") from exc
+    except docker.errors.APIError as exc:
+        raise ImageError(f"docker build of {kwargs.get('tag')} failed: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- task images
+def task_config(loaded: LoadedSpec) -> dict:
+    """The public part of a spec that goes into the image: no checks, no oracle, no violation."""
+    spec = loaded.spec
+    return {
+        "id": spec.id,
+        "tools": list(spec.tools),
+        "limits": spec.limits.model_dump(),
+        "clock": spec.clock.isoformat(),
+        "files": [{"path": p, "mode": f"{mode:04o}", "owner": owner}
+                  for p, _, mode, owner in loaded.workspace_files()],
+    }
+
+
+def _task_context(loaded: LoadedSpec, base: str) -> tuple[bytes, str]:
+    files = loaded.workspace_files()
+    config = json.dumps(task_config(loaded), sort_keys=True, indent=1).encode()
+    dockerfile = (f"FROM {base}\nCOPY task/ /opt/cowork/task/\n").encode()
+    h = hashlib.sha256(get_client().images.get(base).id.encode() + dockerfile + config)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        def add(name: str, data: bytes, mode: int = 0o644) -> None:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, 0
+            tar.addfile(info, io.BytesIO(data))
+        add("Dockerfile", dockerfile)
+        add("task/task.json", config)
+        for path, data, _, _ in files:
+            h.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
+            add(f"task/seed/{path}", data)
+    return buf.getvalue(), h.hexdigest()[:16]
+
+
+def spec_hash(loaded: LoadedSpec, base: str) -> str:
+    """Content hash of everything that goes into the task image."""
+    return _task_context(loaded, base)[1]
+
+
+def ensure_task_image(loaded: LoadedSpec, sandbox_image: str | None = None) -> str:
+    """Build the thin per-task image unless one with the same content hash exists.
+
+    Returns:
+        The image tag, ``cowork-task-<id>:<content hash>``.
+
+    Raises:
+        ImageError: when the build fails.
+    """
+    base = sandbox_image or ensure_sandbox_image()
+    context, digest = _task_context(loaded, base)
+    tag = f"{TASK_REPO_PREFIX}{loaded.spec.id}:{digest}"
+    if _image_exists(tag):
+        return tag
+    t0 = time.monotonic()
+    _build(fileobj=io.BytesIO(context), custom_context=True, tag=tag,
+           labels={"cowork.task": loaded.spec.id, "cowork.spec_hash": digest})
+    log.info("built %s in %.2fs", tag, time.monotonic() - t0)
+    return tag

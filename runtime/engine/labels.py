@@ -1,0 +1,68 @@
+"""Labels that tie every container to the process and session that own it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+
+PREFIX = "cowork."
+MANAGED = PREFIX + "managed"
+OWNER_PID = PREFIX + "owner_pid"
+OWNER_START = PREFIX + "owner_start"
+OWNER_HOST = PREFIX + "owner_host"
+SESSION = PREFIX + "session"
+TASK = PREFIX + "task"
+RUN_DIR = PREFIX + "run_dir"
+SPEC_HASH = PREFIX + "spec_hash"
+KEEP = PREFIX + "keep"
+
+#: One id per host process; every container this process starts carries it.
+SESSION_ID = uuid.uuid4().hex[:12]
+
+
+def process_start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (clock ticks since boot), or None if it is gone.
+
+    Together with the pid it names a process uniquely, so a recycled pid is not
+    mistaken for the owner.
+    """
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return None
+    # Field 22, counted after the command name, which may contain spaces.
+    return stat.rsplit(")", 1)[1].split()[19]
+
+
+def owner_labels(task: str, run_dir: str, keep: bool = False) -> dict[str, str]:
+    """Labels for a container owned by this process."""
+    pid = os.getpid()
+    labels = {
+        MANAGED: "true",
+        OWNER_PID: str(pid),
+        OWNER_START: process_start_time(pid) or "",
+        OWNER_HOST: socket.gethostname(),
+        SESSION: SESSION_ID,
+        TASK: task,
+        RUN_DIR: run_dir,
+    }
+    if keep:
+        labels[KEEP] = "true"
+    return labels
+
+
+def owner_alive(labels: dict[str, str]) -> bool:
+    """True when the process named by the labels still runs on this host.
+
+    Containers from another host are treated as alive: we cannot see that host's processes.
+    """
+    if labels.get(OWNER_HOST) != socket.gethostname():
+        return True
+    try:
+        pid = int(labels.get(OWNER_PID, ""))
+    except ValueError:
+        return False
+    start = process_start_time(pid)
+    return start is not None and start == labels.get(OWNER_START)

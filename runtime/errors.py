@@ -1,0 +1,44 @@
+"""The exception hierarchy: everything the runtime raises derives from CoworkError."""
+
+from __future__ import annotations
+
+
+class CoworkError(Exception):
+    """Root of every error the runtime raises on purpose."""
+
+
+class SpecError(CoworkError, ValueError):
+    """A task spec is malformed; the message names file, line and field."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        #: One line per problem, each ``file:line: field: what was expected``.
+        self.problems = problems or [message]
+
+
+class DockerUnavailable(CoworkError, RuntimeError):
+    """No Docker daemon answers."""
+
+
+class ImageError(CoworkError, RuntimeError):
+    """An image could not be found or built."""
+
+
+class SandboxError(CoworkError, RuntimeError):
+    """A sandbox failed to start, answer or stop."""
+
+
+class SandboxStartTimeout(SandboxError, TimeoutError):
+    """A sandbox did not become ready in time; the message carries its logs."""
+
+
+class ToolTimeout(CoworkError, TimeoutError):
+    """A tool call ran past its timeout."""
+
+
+class EvidenceError(CoworkError, ValueError):
+    """An evidence bundle is missing parts or cannot be read."""
+
+
+class PolicyError(CoworkError, RuntimeError):
+    """A policy (model backend or scripted agent) failed to produce an action."""

@@ -1,0 +1,113 @@
+"""The evidence of one episode: audit log, final workspace, initial workspace, trace.
+
+Graders read only this. It saves to and loads from a folder, so a grade can be
+recomputed offline (``cowork grade DIR``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import tarfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .errors import EvidenceError
+from .formats import ChainReport, verify_chain
+
+AUDIT_FILE = "audit.jsonl"
+WORKSPACE_FILE = "workspace.tar"
+INITIAL_FILE = "initial.json"
+TRACE_FILE = "trace.json"
+META_FILE = "meta.json"
+
+
+@dataclass
+class Evidence:
+    """Everything graders may look at."""
+
+    audit_text: str
+    """The audit log, as written by the in-container server."""
+    audit_count: int | None
+    """Records the server says it wrote (None when unknown); fewer in the log means truncation."""
+    workspace_tar: bytes
+    """The final /workspace as a tar archive."""
+    initial: dict[str, str]
+    """SHA-256 of each initial workspace file, by path."""
+    trace: dict[str, Any] = field(default_factory=dict)
+    """The host's record of the conversation (the trajectory)."""
+    meta: dict[str, Any] = field(default_factory=dict)
+    """Task id, image, timings."""
+
+    _files: dict[str, bytes] | None = field(default=None, repr=False)
+    _chain: ChainReport | None = field(default=None, repr=False)
+
+    # ------------------------------------------------------------------ views
+    @property
+    def chain(self) -> ChainReport:
+        """The verified audit chain."""
+        if self._chain is None:
+            self._chain = verify_chain(self.audit_text.splitlines(), self.audit_count)
+        return self._chain
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """Audit records of tool calls, in order."""
+        return [r for r in self.chain.records if r.get("kind") == "tool_call"]
+
+    @property
+    def files(self) -> dict[str, bytes]:
+        """Regular files of the final workspace, by relative path (symlinks are not followed)."""
+        if self._files is None:
+            files: dict[str, bytes] = {}
+            try:
+                with tarfile.open(fileobj=io.BytesIO(self.workspace_tar), mode="r:") as tar:
+                    for m in tar.getmembers():
+                        if m.isfile():
+                            fh = tar.extractfile(m)
+                            files[m.name.removeprefix("./")] = fh.read() if fh else b""
+            except tarfile.TarError as exc:
+                raise EvidenceError(f"workspace archive is unreadable: {exc}") from exc
+            self._files = files
+        return self._files
+
+    def file_hashes(self) -> dict[str, str]:
+        """SHA-256 of each final workspace file."""
+        return {p: hashlib.sha256(d).hexdigest() for p, d in self.files.items()}
+
+    # ------------------------------------------------------------------ folder form
+    def save(self, folder: str | Path) -> Path:
+        """Write the bundle to ``folder`` (created if needed)."""
+        d = Path(folder)
+        d.mkdir(parents=True, exist_ok=True)
+        (d / AUDIT_FILE).write_text(self.audit_text)
+        (d / WORKSPACE_FILE).write_bytes(self.workspace_tar)
+        (d / INITIAL_FILE).write_text(json.dumps(self.initial, indent=1, sort_keys=True))
+        (d / TRACE_FILE).write_text(json.dumps(self.trace, indent=1, default=str))
+        (d / META_FILE).write_text(json.dumps({**self.meta, "audit_count": self.audit_count}, indent=1, default=str))
+        return d
+
+    @classmethod
+    def load(cls, folder: str | Path) -> "Evidence":
+        """Read a bundle written by :meth:`save`.
+
+        Raises:
+            EvidenceError: naming the missing or unreadable part.
+        """
+        d = Path(folder)
+        try:
+            meta = json.loads((d / META_FILE).read_text())
+            return cls(
+                audit_text=(d / AUDIT_FILE).read_text() if (d / AUDIT_FILE).exists() else "",
+                audit_count=meta.pop("audit_count", None),
+                workspace_tar=(d / WORKSPACE_FILE).read_bytes(),
+                initial=json.loads((d / INITIAL_FILE).read_text()),
+                trace=json.loads((d / TRACE_FILE).read_text()) if (d / TRACE_FILE).exists() else {},
+                meta=meta,
+            )
+        except FileNotFoundError as exc:
+            raise EvidenceError(f"evidence folder {d} lacks {Path(exc.filename).name}") from exc
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            raise EvidenceError(f"evidence folder {d} has an unreadable part: {exc}") from exc

@@ -1,0 +1,256 @@
+"""Host-side handle of one sandbox: start, list and call tools over MCP, export evidence, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .errors import SandboxError, SandboxStartTimeout
+from .evidence import Evidence
+from .formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET
+from .spec.loader import LoadedSpec, load_spec
+
+log = logging.getLogger(__name__)
+
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call as the host saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    """Tool name."""
+    args: dict[str, Any]
+    """Arguments sent."""
+    is_error: bool
+    """True when the tool reported an error (including timeouts)."""
+    text: str
+    """The text the agent sees."""
+    structured: Any = None
+    """Structured content, when the tool returned any."""
+    duration_ms: float
+    """Round trip measured on the host."""
+
+
+def _uds_client_factory(sock: str):
+    import httpx2
+
+    def factory(**kwargs: Any):
+        kwargs.pop("transport", None)
+        return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=sock), **kwargs)
+
+    return factory
+
+
+async def control_request(run_dir: Path, op: str, timeout: float = 30.0, **fields: Any) -> dict[str, Any]:
+    """Send one request on the sandbox's control socket.
+
+    Raises:
+        SandboxError: when the socket does not answer or the request failed.
+    """
+    path = str(run_dir / CONTROL_SOCKET)
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_unix_connection(path), timeout)
+        try:
+            writer.write((json.dumps({"op": op, **fields}) + "\n").encode())
+            await writer.drain()
+            line = await asyncio.wait_for(reader.readline(), timeout)
+        finally:
+            writer.close()
+    except (OSError, asyncio.TimeoutError) as exc:
+        raise SandboxError(f"control socket {path} did not answer {op!r}: {exc!r}") from exc
+    if not line:
+        raise SandboxError(f"control socket {path} closed without answering {op!r}")
+    resp = json.loads(line)
+    if not resp.get("ok"):
+        raise SandboxError(f"control request {op!r} failed: {resp.get('error')}")
+    return resp
+
+
+class Sandbox:
+    """A running sandbox container reached over its MCP unix socket.
+
+    Use ``async with await Sandbox.start(spec) as sb:`` or call :meth:`stop` yourself.
+    """
+
+    def __init__(self, loaded: LoadedSpec, image: str, container_id: str, name: str, run_dir: Path):
+        self.loaded = loaded
+        self.spec = loaded.spec
+        self.image = image
+        self.id = container_id
+        self.name = name
+        self.run_dir = run_dir
+        self.started_at = time.time()
+        self._client = None
+        self._stack = contextlib.AsyncExitStack()
+        self._stopped = False
+
+    @property
+    def socket_path(self) -> Path:
+        """The MCP socket on the host."""
+        return self.run_dir / MCP_SOCKET
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    async def start(cls, spec: LoadedSpec | str | os.PathLike, *, image: str | None = None,
+                    ready_timeout: float = 60.0, keep: bool = False, runtime: str | None = None) -> "Sandbox":
+        """Build the task image if needed, start a hardened container, wait until MCP answers.
+
+        Args:
+            spec: A loaded spec, or a task folder / task.yaml.
+            image: Use this task image instead of building one.
+            ready_timeout: Seconds to wait for the in-container server.
+            keep: Label the container to survive this process (``cowork up``).
+            runtime: Docker runtime, e.g. ``runsc`` for gVisor.
+
+        Raises:
+            SpecError: the spec is invalid.
+            ImageError: the image could not be built.
+            SandboxStartTimeout: the server did not answer in time (logs attached).
+            SandboxError: Docker refused to start the container.
+        """
+        from .engine.client import in_thread
+        from .engine.container import start_container
+        from .engine.images import ensure_task_image
+        from .engine.reaper import reap
+
+        loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+        await _sweep_once(reap, in_thread)
+        image = image or await in_thread(ensure_task_image, loaded)
+        started = await in_thread(start_container, image, loaded.spec.id, loaded.spec.limits,
+                                  keep=keep, runtime=runtime)
+        sb = cls(loaded, image, started.container_id, started.name, started.run_dir)
+        try:
+            await sb._wait_ready(ready_timeout)
+            await sb._connect()
+        except BaseException:
+            await sb.stop()
+            raise
+        return sb
+
+    async def _wait_ready(self, timeout: float) -> None:
+        from .engine.client import in_thread
+        from .engine.container import container_logs
+
+        deadline = time.monotonic() + timeout
+        delay = 0.01
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if (self.run_dir / CONTROL_SOCKET).exists():
+                try:
+                    resp = await control_request(self.run_dir, "ping", timeout=2)
+                    if resp.get("mcp_ready"):
+                        return
+                except SandboxError as exc:
+                    last = exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.1)
+        logs = await in_thread(container_logs, self.id)
+        raise SandboxStartTimeout(
+            f"sandbox {self.name} did not become ready within {timeout:g}s "
+            f"(last error: {last}); container logs:\n{logs}"
+        )
+
+    async def _connect(self) -> None:
+        from fastmcp import Client
+        from fastmcp.client.transports import StreamableHttpTransport
+
+        transport = StreamableHttpTransport("http://localhost/mcp",
+                                            httpx_client_factory=_uds_client_factory(str(self.socket_path)))
+        self._client = await self._stack.enter_async_context(Client(transport, timeout=None))
+
+    async def stop(self) -> None:
+        """Close the MCP session and remove the container and its run dir. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        from .engine.client import in_thread
+        from .engine.container import remove_container
+
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._stack.aclose(), 5)
+        finally:
+            await asyncio.shield(in_thread(remove_container, self.id, self.run_dir))
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ tools
+    async def list_tools(self) -> list:
+        """The MCP tools the sandbox serves (mcp.types.Tool objects)."""
+        return await self._client.list_tools()
+
+    async def call_tool(self, name: str, args: dict[str, Any] | None = None,
+                        timeout: float | None = None) -> ToolResult:
+        """Call a tool inside the sandbox.
+
+        A tool error (bad arguments, failure, timeout) is returned with ``is_error`` set,
+        never raised. The host waits at most ``timeout`` (default: the spec's tool timeout
+        plus a 5 s grace, since the server cuts the call itself at the spec's limit).
+
+        Raises:
+            SandboxError: when the sandbox itself stopped answering.
+        """
+        args = dict(args or {})
+        limit = timeout if timeout is not None else self.spec.limits.tool_timeout_s + 5
+        t0 = time.perf_counter()
+        try:
+            r = await asyncio.wait_for(self._client.call_tool(name, args, raise_on_error=False), limit)
+        except asyncio.TimeoutError:
+            return ToolResult(tool=name, args=args, is_error=True,
+                              text=f"tool call timed out after {limit:g}s (host side)",
+                              duration_ms=(time.perf_counter() - t0) * 1000)
+        except Exception as exc:
+            raise SandboxError(f"sandbox {self.name} failed during {name!r}: {exc!r}") from exc
+        text = "\n".join(getattr(b, "text", f"<{b.type}>") for b in r.content or [])
+        structured = r.structured_content
+        if isinstance(structured, dict) and set(structured) == {"result"}:
+            structured = structured["result"]
+        return ToolResult(tool=name, args=args, is_error=bool(r.is_error), text=text,
+                          structured=structured, duration_ms=(time.perf_counter() - t0) * 1000)
+
+    # ------------------------------------------------------------------ evidence
+    async def export_evidence(self, trace: dict[str, Any] | None = None) -> Evidence:
+        """Collect the audit log and the final workspace from the running sandbox.
+
+        Raises:
+            SandboxError: when the control socket does not answer.
+        """
+        status = await control_request(self.run_dir, "ping")
+        await control_request(self.run_dir, "export_workspace", timeout=60)
+        tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
+        audit = (self.run_dir / AUDIT_LOG).read_text()
+        initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
+        return Evidence(
+            audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
+            trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name},
+        )
+
+
+_swept = False
+
+
+async def _sweep_once(reap, in_thread) -> None:
+    """Remove orphans left by dead processes, once per process."""
+    global _swept
+    if not _swept:
+        _swept = True
+        try:
+            await in_thread(reap)
+        except Exception as exc:  # a sweep failure must not block starting a sandbox
+            log.warning("orphan sweep failed: %s", exc)

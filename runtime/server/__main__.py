@@ -1,0 +1,114 @@
+"""Entry point of the in-container server: seed the workspace, then serve MCP and control.
+
+Run as root inside the sandbox (``python -m runtime.server``). Never imports Docker or
+host-side modules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import time
+
+from .. import formats as F
+from .agentfs import AgentFS
+from .app import ServerConfig, build_app
+from .audit import AuditLog
+from .control import export_workspace, serve_control
+from .workspace_tools import WorkspaceConfig
+
+log = logging.getLogger("runtime.server")
+
+
+def load_config(path: str) -> tuple[ServerConfig, dict]:
+    """Read the task's public config (task.json) baked into the image."""
+    with open(path) as fh:
+        raw = json.load(fh)
+    limits = raw.get("limits", {})
+    agent = os.geteuid() == 0
+    ws = WorkspaceConfig(
+        root=raw.get("workspace_root", F.WORKSPACE_DIR),
+        tool_timeout_s=float(limits.get("tool_timeout_s", 30)),
+        output_limit=int(limits.get("output_limit_bytes", 16384)),
+        agent_uid=F.AGENT_UID if agent else None,
+        agent_gid=F.AGENT_GID if agent else None,
+    )
+    return ServerConfig(task_id=raw.get("id", "task"), tools=raw.get("tools", list(F.WORKSPACE_TOOLS)), workspace=ws), raw
+
+
+def _seed_file(src: str, dst: str) -> None:
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    shutil.copyfile(src, dst)
+
+
+async def seed_workspace(raw: dict, fs: AgentFS, root: str, seed_dir: str) -> None:
+    """Copy the seed files into the workspace as the agent, then apply owner and mode."""
+    for entry in raw.get("files", []):
+        dst = os.path.join(root, entry["path"])
+        await fs.run(_seed_file, os.path.join(seed_dir, entry["path"]), dst)
+        if entry.get("owner") == "root" and os.geteuid() == 0:
+            os.chown(dst, 0, 0)
+        await (fs.run(os.chmod, dst, int(entry["mode"], 8)) if entry.get("owner") != "root"
+               else asyncio.to_thread(os.chmod, dst, int(entry["mode"], 8)))
+
+
+async def main() -> int:
+    """Start the server and run until SIGTERM."""
+    logging.basicConfig(level=os.environ.get("COWORK_LOG_LEVEL", "WARNING"), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    run_dir = os.environ.get("COWORK_RUN_DIR", F.RUN_DIR)
+    cfg, raw = load_config(os.environ.get("COWORK_TASK_CONFIG", F.TASK_CONFIG))
+    if os.geteuid() == 0:
+        os.setgroups([])
+    os.makedirs(run_dir, exist_ok=True)
+    os.chmod(run_dir, 0o700)
+    os.makedirs(os.path.join(run_dir, F.EXPORT_DIR), mode=0o700, exist_ok=True)
+
+    audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG))
+    mcp, fs = build_app(cfg, audit)
+    await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
+    audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
+
+    import uvicorn  # after seeding: the import is the slow part of start-up
+
+    app = mcp.http_app(path="/mcp")
+    sock = os.path.join(run_dir, F.MCP_SOCKET)
+    server = uvicorn.Server(uvicorn.Config(
+        app, uds=sock, log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
+        access_log=False,
+    ))
+    started = time.time()
+
+    async def ping(_: dict) -> dict:
+        return {"task": cfg.task_id, "mcp_ready": bool(server.started), "audit_count": audit.count,
+                "audit_last_hash": audit.last_hash, "uptime_s": time.time() - started}
+
+    async def export(_: dict) -> dict:
+        dest = os.path.join(run_dir, F.EXPORT_DIR, "workspace.tar")
+        return await asyncio.to_thread(export_workspace, cfg.workspace.root, dest)
+
+    async def shutdown(_: dict) -> dict:
+        server.should_exit = True
+        return {}
+
+    control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET),
+                                  {"ping": ping, "export_workspace": export, "shutdown": shutdown})
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+    try:
+        await server.serve()
+    finally:
+        control.close()
+        fs.close()
+        audit.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(asyncio.run(main()))

@@ -1,0 +1,41 @@
+"""Builds the in-container FastMCP app: allowed tools behind the audit middleware."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from fastmcp import FastMCP
+
+from ..formats import WORKSPACE_TOOLS
+from .agentfs import AgentFS
+from .audit import AuditLog, AuditMiddleware
+from .workspace_tools import WorkspaceConfig, WorkspaceTools
+
+
+@dataclass
+class ServerConfig:
+    """Everything the in-container server is told by the task image."""
+
+    task_id: str = "task"
+    tools: list[str] = field(default_factory=lambda: list(WORKSPACE_TOOLS))
+    workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
+
+
+def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[FastMCP, AgentFS]:
+    """Create the MCP server for one sandbox.
+
+    Args:
+        cfg: Which tools to serve and how.
+        audit: The log every tool call is written to.
+
+    Returns:
+        The FastMCP app and the AgentFS pool it uses (close it at shutdown).
+    """
+    mcp = FastMCP(
+        name=f"cowork:{cfg.task_id}",
+        instructions="Tools of a cowork sandbox. Files live under /workspace.",
+    )
+    mcp.add_middleware(AuditMiddleware(audit))
+    fs = AgentFS(cfg.workspace.agent_uid, cfg.workspace.agent_gid)
+    WorkspaceTools(cfg.workspace, fs).register(mcp, set(cfg.tools))
+    return mcp, fs

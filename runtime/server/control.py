@@ -1,0 +1,70 @@
+"""The control channel: a root-only unix socket speaking one JSON object per line.
+
+The host uses it for what the agent must never reach: readiness, the audit counter,
+exporting the workspace. It is not MCP, so no MCP client (and no agent) sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import tarfile
+from typing import Any, Awaitable, Callable
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+def export_workspace(root: str, dest: str) -> dict[str, Any]:
+    """Write ``root`` as an uncompressed tar to ``dest`` (symlinks kept as links, never followed)."""
+    tmp = dest + ".part"
+    count = 0
+    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for name in sorted(dirnames) + sorted(filenames):
+                full = os.path.join(dirpath, name)
+                arc = os.path.relpath(full, root)
+                try:
+                    info = tar.gettarinfo(full, arcname=arc)
+                except OSError:
+                    continue
+                if info.isfile():
+                    with open(full, "rb") as fh:
+                        tar.addfile(info, fh)
+                elif info.isdir() or info.issym():
+                    tar.addfile(info)
+                count += 1
+    os.replace(tmp, dest)
+    os.chmod(dest, 0o600)
+    return {"path": dest, "entries": count}
+
+
+async def serve_control(path: str, handlers: dict[str, Handler]) -> asyncio.AbstractServer:
+    """Start the control server on ``path`` (mode 0600)."""
+
+    async def client(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while line := await reader.readline():
+                try:
+                    req = json.loads(line)
+                    handler = handlers[req["op"]]
+                    resp = {"ok": True, **(await handler(req))}
+                except KeyError as exc:
+                    resp = {"ok": False, "error": f"unknown or incomplete request: {exc}"}
+                except Exception as exc:  # reported to the host, never kills the server
+                    log.exception("control request failed")
+                    resp = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
+                writer.write((json.dumps(resp) + "\n").encode())
+                await writer.drain()
+        finally:
+            writer.close()
+
+    if os.path.exists(path):
+        os.unlink(path)
+    server = await asyncio.start_unix_server(client, path=path)
+    os.chmod(path, 0o600)
+    return server

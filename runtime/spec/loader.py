@@ -1,0 +1,269 @@
+"""Load task specs from YAML with errors that name the file, the line and the field."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+
+from ..errors import SpecError
+from .models import TaskSpec, WorkspaceFile
+
+SPEC_FILE = "task.yaml"
+
+
+@dataclass(frozen=True)
+class LoadedSpec:
+    """A validated spec with the folder it came from."""
+
+    spec: TaskSpec
+    path: Path
+    """The task.yaml file."""
+
+    @property
+    def root(self) -> Path:
+        """The task folder."""
+        return self.path.parent
+
+    def workspace_files(self) -> list[tuple[str, bytes, int, str]]:
+        """The initial workspace as ``(path, content, mode, owner)``, sorted by path."""
+        files: dict[str, tuple[bytes, int, str]] = {}
+        ws = self.spec.workspace
+        if ws.dir:
+            base = self.root / ws.dir
+            if base.is_dir():
+                for p in sorted(base.rglob("*")):
+                    if p.is_file():
+                        files[p.relative_to(base).as_posix()] = (p.read_bytes(), 0o644, "agent")
+        for f in ws.files:
+            if f.content is not None:
+                data = f.content.encode()
+            elif f.source is not None:
+                data = (self.root / f.source).read_bytes()
+            else:
+                data = files[f.path][0]
+            files[f.path] = (data, int(f.mode, 8), f.owner)
+        return [(p, *files[p]) for p in sorted(files)]
+
+
+class _LineLoader(yaml.SafeLoader):
+    """A SafeLoader that rejects duplicate keys."""
+
+
+def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark
+            )
+        seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_LineLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _line_map(node: yaml.Node, prefix: tuple = (), out: dict | None = None) -> dict[tuple, int]:
+    """Map every field path in a composed YAML tree to its 1-based line."""
+    out = {} if out is None else out
+    out.setdefault(prefix, node.start_mark.line + 1)
+    if isinstance(node, yaml.MappingNode):
+        for k, v in node.value:
+            key = k.value
+            out[prefix + (key,)] = k.start_mark.line + 1
+            _line_map(v, prefix + (key,), out)
+    elif isinstance(node, yaml.SequenceNode):
+        for i, item in enumerate(node.value):
+            out[prefix + (i,)] = item.start_mark.line + 1
+            _line_map(item, prefix + (i,), out)
+    return out
+
+
+def _field(loc: tuple) -> str:
+    parts: list[str] = []
+    for p in loc:
+        if isinstance(p, int):
+            parts.append(f"[{p}]")
+        else:
+            parts.append(("." if parts else "") + str(p))
+    return "".join(parts) or "(top level)"
+
+
+def _clean_loc(loc: tuple) -> tuple:
+    # Tagged unions add the tag name (e.g. 'file_exists') to the location; drop it so the
+    # location is the field path the author wrote.
+    return tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
+
+
+def _describe(err: dict) -> str:
+    kind = err["type"]
+    msg = err["msg"]
+    if kind == "extra_forbidden":
+        return "unknown field; remove it or check its spelling"
+    if kind == "missing":
+        return "required field is missing"
+    if kind == "union_tag_invalid":
+        return msg.replace("Input tag", "check type")
+    if msg.startswith("Value error, "):
+        msg = msg[len("Value error, "):]
+    got = err.get("input")
+    if kind not in ("value_error",) and not isinstance(got, (dict, list)):
+        msg = f"{msg} (got {got!r})"
+    return msg
+
+
+def _strip_tags(loc: tuple, data: Any) -> tuple:
+    """Drop discriminator tags that pydantic inserts after list indexes of checks."""
+    out: list = []
+    cur = data
+    for p in loc:
+        if isinstance(cur, dict):
+            if p in cur:
+                out.append(p)
+                cur = cur[p]
+            # else: a tag such as 'file_exists' or an unknown key: keep unknown keys
+            elif not (isinstance(p, str) and isinstance(cur.get("type"), str) and p == cur.get("type")):
+                out.append(p)
+                cur = None
+        elif isinstance(cur, list) and isinstance(p, int) and p < len(cur):
+            out.append(p)
+            cur = cur[p]
+        else:
+            out.append(p)
+            cur = None
+    return tuple(out)
+
+
+def resolve_spec_path(path: str | os.PathLike) -> Path:
+    """Accept a task folder or its task.yaml; return the task.yaml path.
+
+    Raises:
+        SpecError: when neither exists.
+    """
+    p = Path(path)
+    if p.is_dir():
+        p = p / SPEC_FILE
+    if not p.is_file():
+        raise SpecError(f"{path}: no {SPEC_FILE} found; give a task folder or its {SPEC_FILE}")
+    return p
+
+
+def load_spec(path: str | os.PathLike) -> LoadedSpec:
+    """Load and validate one task spec.
+
+    Args:
+        path: A task folder or its task.yaml.
+
+    Returns:
+        The validated spec with its location.
+
+    Raises:
+        SpecError: listing every problem as ``file:line: field: what was expected``.
+    """
+    file = resolve_spec_path(path)
+    shown = os.path.relpath(file) if not str(file).startswith("..") else str(file)
+    text = file.read_text(encoding="utf-8")
+    try:
+        node = yaml.compose(text, Loader=_LineLoader)
+        data = yaml.load(text, Loader=_LineLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        line = mark.line + 1 if mark else 1
+        problem = f"{shown}:{line}: invalid YAML: {exc.problem or exc}"
+        raise SpecError(problem) from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{shown}:1: (top level): expected a mapping of spec fields")
+    lines = _line_map(node) if node is not None else {}
+
+    def where(loc: tuple) -> int:
+        for n in range(len(loc), -1, -1):
+            if loc[:n] in lines:
+                return lines[loc[:n]]
+        return 1
+
+    try:
+        spec = TaskSpec.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = _strip_tags(_clean_loc(err["loc"]), data)
+            problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err)}")
+        raise SpecError(f"{shown}: invalid task spec\n  " + "\n  ".join(problems), problems) from exc
+
+    problems = _check_files(spec, file.parent, data, where, shown)
+    if problems:
+        raise SpecError(f"{shown}: invalid task spec\n  " + "\n  ".join(problems), problems)
+    return LoadedSpec(spec, file)
+
+
+def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> list[str]:
+    problems: list[str] = []
+    ws = spec.workspace
+    base = root / ws.dir if ws.dir else None
+    dir_set = "dir" in ws.model_fields_set
+    if dir_set and (base is None or not base.is_dir()):
+        problems.append(f"{shown}:{where(('workspace', 'dir'))}: workspace.dir: folder {ws.dir!r} not found beside {SPEC_FILE}")
+    for i, f in enumerate(ws.files):
+        loc = ("workspace", "files", i)
+        if f.source is not None:
+            src = (root / f.source).resolve()
+            if not src.is_relative_to(root.resolve()):
+                problems.append(f"{shown}:{where(loc + ('source',))}: workspace.files[{i}].source: {f.source!r} is outside the task folder")
+            elif not src.is_file():
+                problems.append(f"{shown}:{where(loc + ('source',))}: workspace.files[{i}].source: file {f.source!r} not found beside {SPEC_FILE}")
+        elif f.content is None and not (base is not None and (base / f.path).is_file()):
+            problems.append(
+                f"{shown}:{where(loc + ('path',))}: workspace.files[{i}].path: {f.path!r} has no content, no source, "
+                f"and is not in the workspace folder {ws.dir!r}"
+            )
+    if base is not None and base.is_dir():
+        for p in base.rglob("*"):
+            if p.is_symlink():
+                problems.append(f"{shown}:{where(('workspace',))}: workspace: {p.relative_to(root)} is a symlink; copy the file instead")
+    for group in ("oracle", "violation"):
+        for i, step in enumerate(getattr(spec, group)):
+            if step.tool not in spec.tools:
+                problems.append(
+                    f"{shown}:{where((group, i, 'tool'))}: {group}[{i}].tool: {step.tool!r} is not in the spec's tools allow-list"
+                )
+    return problems
+
+
+def load_specs(paths: list[str | os.PathLike]) -> list[LoadedSpec]:
+    """Load several specs; a folder without task.yaml is searched for task folders.
+
+    Raises:
+        SpecError: for the first invalid spec, or when two specs share an id.
+    """
+    files: list[Path] = []
+    for path in paths:
+        p = Path(path)
+        if p.is_dir() and not (p / SPEC_FILE).is_file():
+            files.extend(sorted(p.glob(f"*/{SPEC_FILE}")))
+        else:
+            files.append(resolve_spec_path(p))
+    loaded = [load_spec(f) for f in files]
+    seen: dict[str, Path] = {}
+    for item in loaded:
+        if item.spec.id in seen:
+            raise SpecError(
+                f"{item.path}:{_id_line(item.path)}: id: duplicate task id {item.spec.id!r}, also used by {seen[item.spec.id]}"
+            )
+        seen[item.spec.id] = item.path
+    return loaded
+
+
+def _id_line(path: Path) -> int:
+    for n, line in enumerate(path.read_text().splitlines(), start=1):
+        if line.startswith("id:"):
+            return n
+    return 1
+
+
+__all__ = ["LoadedSpec", "WorkspaceFile", "load_spec", "load_specs", "resolve_spec_path"]
