@@ -1,0 +1,83 @@
+"""A policy backed by any OpenAI-compatible chat-completions endpoint (OpenAI, vLLM, ...)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import Any
+
+from ..errors import PolicyError
+from .base import AssistantTurn, ToolCall
+
+log = logging.getLogger(__name__)
+
+
+class OpenAIPolicy:
+    """Calls ``POST {base_url}/chat/completions`` with the conversation and the tools.
+
+    Args:
+        model: Model name sent to the endpoint.
+        base_url: Endpoint root, e.g. ``https://api.openai.com/v1`` or a vLLM server's ``http://host:8000/v1``.
+            Defaults to ``$OPENAI_BASE_URL`` or the OpenAI API.
+        api_key: Key; defaults to ``$OPENAI_API_KEY`` (may be empty for local servers).
+        temperature: Sampling temperature.
+        max_tokens: Most tokens per turn.
+        timeout: Seconds per request.
+        retries: Retries on 429 / 5xx / network errors, with exponential back-off.
+    """
+
+    def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
+                 temperature: float = 0.0, max_tokens: int = 2048, timeout: float = 120.0, retries: int = 3):
+        self.name = f"openai:{model}"
+        self.model = model
+        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        self.temperature = temperature
+        self.max_tokens = max_tokens
+        self.timeout = timeout
+        self.retries = retries
+
+    async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        import httpx2
+
+        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
+                                "max_tokens": self.max_tokens}
+        if tools:
+            body["tools"] = tools
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url = f"{self.base_url}/chat/completions"
+        last = ""
+        async with httpx2.AsyncClient(timeout=self.timeout) as client:
+            for attempt in range(self.retries + 1):
+                try:
+                    resp = await client.post(url, json=body, headers=headers)
+                except httpx2.HTTPError as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                else:
+                    if resp.status_code == 200:
+                        return self._parse(resp.json())
+                    last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                    if resp.status_code not in (408, 409, 429) and resp.status_code < 500:
+                        break
+                if attempt < self.retries:
+                    await asyncio.sleep(min(0.5 * 2 ** attempt, 8))
+        raise PolicyError(f"chat completion at {url} failed: {last}")
+
+    def _parse(self, data: dict[str, Any]) -> AssistantTurn:
+        try:
+            msg = data["choices"][0]["message"]
+        except (KeyError, IndexError, TypeError) as exc:
+            raise PolicyError(f"chat completion response has no choices[0].message: {str(data)[:300]}") from exc
+        calls = []
+        for n, tc in enumerate(msg.get("tool_calls") or []):
+            fn = tc.get("function") or {}
+            raw = fn.get("arguments") or "{}"
+            try:
+                args = json.loads(raw) if isinstance(raw, str) else dict(raw)
+            except json.JSONDecodeError:
+                # Passed through: the sandbox answers with a tool error the model can learn from.
+                args = {"__invalid_json__": raw}
+            calls.append(ToolCall(id=tc.get("id") or f"call_{n}", name=fn.get("name", ""), arguments=args))
+        return AssistantTurn(content=msg.get("content"), tool_calls=calls, extra={"usage": data.get("usage")})

@@ -1,0 +1,236 @@
+"""The ``cowork`` command."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import sys
+from pathlib import Path
+
+from .errors import CoworkError
+
+
+def _print_json(obj) -> None:
+    print(json.dumps(obj, indent=2, default=str))
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from .agents import make_policy
+    from .episode import run_task
+    from .spec.loader import load_spec
+
+    loaded = load_spec(args.spec)
+    opts = {}
+    if args.agent == "openai":
+        if not args.model:
+            raise CoworkError("--agent openai needs --model (and --base-url for a non-OpenAI endpoint)")
+        opts = {"model": args.model, "base_url": args.base_url}
+    policy = make_policy(args.agent, loaded.spec, **opts)
+    res = await run_task(loaded, policy, evidence_dir=args.evidence)
+    if args.json:
+        _print_json({"grade": res.grade.model_dump(), "trajectory": {
+            "status": res.trajectory.status, "turns": res.trajectory.turns,
+            "tool_calls": len(res.trajectory.steps), "duration_s": res.trajectory.duration_s}})
+    else:
+        t = res.trajectory
+        print(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
+        print(res.grade.summary())
+        if args.evidence:
+            print(f"evidence saved to {args.evidence}")
+    return 0 if res.grade.status != "infra_error" else 3
+
+
+async def _up(args: argparse.Namespace) -> int:
+    from .sandbox import Sandbox
+
+    sb = await Sandbox.start(args.spec, keep=True)
+    # Leave the container running; only this process's MCP session ends.
+    sb._stopped = True
+    await sb._stack.aclose()
+    info = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
+            "mcp_url": "http://localhost/mcp (streamable HTTP over the unix socket)",
+            "stdio_bridge": f"cowork connect {sb.id[:12]}"}
+    if args.json:
+        _print_json(info)
+    else:
+        print(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']})")
+        print(f"  MCP over unix socket: {info['mcp_socket']}  (URL {info['mcp_url']})")
+        print(f"  MCP over stdio (Claude Desktop, MCP Inspector): {info['stdio_bridge']}")
+        print(f"  stop it with: cowork down {info['id']}")
+    return 0
+
+
+def _find(ref: str):
+    from .engine.reaper import managed_containers
+
+    hits = [c for c in managed_containers() if c.id.startswith(ref) or c.name == ref]
+    if len(hits) != 1:
+        raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see `docker ps --filter label=cowork.managed`")
+    return hits[0]
+
+
+def _down(args: argparse.Namespace) -> int:
+    from .engine import labels as L
+    from .engine.container import remove_container
+
+    for ref in args.ids:
+        c = _find(ref)
+        remove_container(c.id, (c.labels or {}).get(L.RUN_DIR))
+        print(f"removed {c.name}")
+    return 0
+
+
+async def _connect(args: argparse.Namespace) -> int:
+    from fastmcp import Client
+    from fastmcp.client.transports import StreamableHttpTransport
+    from fastmcp.server import create_proxy
+
+    from .engine import labels as L
+    from .sandbox import _uds_client_factory
+
+    c = _find(args.id)
+    sock = str(Path((c.labels or {})[L.RUN_DIR]) / "mcp.sock")
+    client = Client(StreamableHttpTransport("http://localhost/mcp", httpx_client_factory=_uds_client_factory(sock)))
+    proxy = create_proxy(client, name=f"cowork:{(c.labels or {}).get(L.TASK)}")
+    await proxy.run_async(transport="stdio", show_banner=False)
+    return 0
+
+
+def _gc(args: argparse.Namespace) -> int:
+    from .engine.reaper import reap
+
+    removed = reap(include_kept=args.all, everything=args.all)
+    print(f"removed {len(removed)} sandbox(es)" + (": " + ", ".join(removed) if removed else ""))
+    return 0
+
+
+async def _validate(args: argparse.Namespace) -> int:
+    from .spec.loader import SPEC_FILE
+    from .validate import report_json, validate_spec
+
+    targets: list[Path] = []
+    for p in args.specs:
+        p = Path(p)
+        if p.is_dir() and not (p / SPEC_FILE).exists():
+            targets += sorted(x.parent for x in p.glob(f"*/{SPEC_FILE}"))
+        else:
+            targets.append(p)
+    reports = [await validate_spec(t) for t in targets]
+    if args.json:
+        _print_json(report_json(reports))
+    else:
+        for r in reports:
+            print(r.summary())
+        print(f"{sum(r.ok for r in reports)} of {len(reports)} spec(s) valid")
+    return 0 if all(r.ok for r in reports) else 1
+
+
+def _grade(args: argparse.Namespace) -> int:
+    from .evidence import Evidence
+    from .grading import grade
+    from .spec.loader import load_spec
+    from .spec.models import TaskSpec
+
+    folder = Path(args.dir)
+    if args.spec:
+        spec = load_spec(args.spec).spec
+    elif (folder / "spec.json").exists():
+        spec = TaskSpec.model_validate_json((folder / "spec.json").read_text())
+    else:
+        raise CoworkError(f"{folder} has no spec.json; pass --spec")
+    g = grade(spec, Evidence.load(folder))
+    if args.json:
+        _print_json(g.model_dump())
+    else:
+        print(g.summary())
+    return 0
+
+
+def _schema(args: argparse.Namespace) -> int:
+    from .spec import json_schema
+
+    _print_json(json_schema())
+    return 0
+
+
+def _images(args: argparse.Namespace) -> int:
+    from .engine.images import ensure_sandbox_image
+
+    print(ensure_sandbox_image(offline_only=args.offline))
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for tests and docs)."""
+    p = argparse.ArgumentParser(prog="cowork", description="Run AI-coworker tasks in hardened MCP sandboxes.")
+    p.add_argument("-v", "--verbose", action="store_true", help="log lifecycle events")
+    sub = p.add_subparsers(dest="cmd", required=True)
+
+    r = sub.add_parser("run", help="build if needed, run an agent on a task, grade it")
+    r.add_argument("spec", help="task folder or its task.yaml")
+    r.add_argument("--agent", default="oracle", choices=["oracle", "nop", "violation", "openai"])
+    r.add_argument("--model", help="model name for --agent openai")
+    r.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL); key from $OPENAI_API_KEY")
+    r.add_argument("--evidence", help="save the evidence bundle and grade to this folder")
+    r.add_argument("--json", action="store_true", help="print JSON")
+
+    u = sub.add_parser("up", help="start a sandbox and leave it running")
+    u.add_argument("spec")
+    u.add_argument("--json", action="store_true")
+
+    d = sub.add_parser("down", help="stop and remove sandboxes")
+    d.add_argument("ids", nargs="+", help="container id (prefix) or name")
+
+    c = sub.add_parser("connect", help="bridge a running sandbox's MCP server to stdio (for MCP clients)")
+    c.add_argument("id")
+
+    g = sub.add_parser("gc", help="remove sandboxes whose owner process is gone")
+    g.add_argument("--all", action="store_true", help="remove every cowork sandbox, `cowork up` ones included")
+
+    v = sub.add_parser("validate", help="check specs: oracle passes, no-op fails, violation trips safety")
+    v.add_argument("specs", nargs="+", help="task folders, task.yaml files, or folders of tasks")
+    v.add_argument("--json", action="store_true")
+
+    gr = sub.add_parser("grade", help="recompute a grade from a saved evidence folder")
+    gr.add_argument("dir")
+    gr.add_argument("--spec", help="task spec (default: the bundle's spec.json)")
+    gr.add_argument("--json", action="store_true")
+
+    s = sub.add_parser("spec", help="spec utilities")
+    ssub = s.add_subparsers(dest="spec_cmd", required=True)
+    ssub.add_parser("schema", help="print the task.yaml JSON Schema")
+
+    i = sub.add_parser("images", help="image utilities")
+    isub = i.add_subparsers(dest="images_cmd", required=True)
+    ib = isub.add_parser("build", help="build the base and sandbox images if missing")
+    ib.add_argument("--offline", action="store_true", help="never try a registry; bootstrap the base with debootstrap")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``cowork`` command."""
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not args.verbose:
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
+    handlers = {"run": _run, "up": _up, "down": _down, "connect": _connect, "gc": _gc, "validate": _validate,
+                "grade": _grade, "spec": _schema, "images": _images}
+    fn = handlers[args.cmd]
+    try:
+        result = fn(args)
+        if asyncio.iscoroutine(result):
+            result = asyncio.run(result)
+        return int(result or 0)
+    except CoworkError as exc:
+        print(f"cowork: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,112 @@
+"""Validation: prove a spec is gradable (oracle passes, no-op fails, violation trips safety)."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .agents import make_policy
+from .episode import run_task
+from .errors import CoworkError, SpecError
+from .spec.loader import LoadedSpec, load_spec
+
+log = logging.getLogger(__name__)
+
+
+class Finding(BaseModel):
+    """One validation step's outcome."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    step: str
+    """What was checked: schema, build, oracle, oracle-repeat, nop, violation."""
+    ok: bool
+    detail: str
+    field: str | None = None
+    """The spec field at fault, when one is."""
+    hint: str | None = None
+    """How to repair the spec."""
+
+
+class ValidationReport(BaseModel):
+    """Validation of one spec."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    spec: str
+    """Path of the task.yaml."""
+    task: str | None = None
+    ok: bool
+    findings: list[Finding] = []
+
+    def summary(self) -> str:
+        """Human-readable lines."""
+        lines = [f"{'VALID  ' if self.ok else 'INVALID'} {self.task or '?'} ({self.spec})"]
+        for f in self.findings:
+            lines.append(f"  {'ok  ' if f.ok else 'FAIL'} {f.step}: {f.detail}")
+            if not f.ok and f.hint:
+                lines.append(f"       fix {f.field or ''}: {f.hint}")
+        return "\n".join(lines)
+
+
+def _failed(g) -> str:
+    return "; ".join(f"{c.id}: {c.detail}" for c in g.checks if not c.passed) or g.error or "no failing check"
+
+
+async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
+    """Validate one spec in real sandboxes; never raises for a bad spec, reports it."""
+    shown = str(path.path if isinstance(path, LoadedSpec) else path)
+    try:
+        loaded = path if isinstance(path, LoadedSpec) else load_spec(path)
+    except SpecError as exc:
+        return ValidationReport(spec=shown, ok=False, findings=[
+            Finding(step="schema", ok=False, detail=p, hint="correct the field as the message says") for p in exc.problems])
+    rep = ValidationReport(spec=str(loaded.path), task=loaded.spec.id, ok=True)
+    rep.findings.append(Finding(step="schema", ok=True, detail="spec is valid"))
+    spec = loaded.spec
+    try:
+        from .engine.client import in_thread
+        from .engine.images import ensure_task_image
+
+        image = await in_thread(ensure_task_image, loaded)
+        rep.findings.append(Finding(step="build", ok=True, detail=image))
+
+        o1 = await run_task(loaded, make_policy("oracle", spec), image=image)
+        ok = o1.grade.passed and o1.grade.score == 1.0
+        rep.findings.append(Finding(
+            step="oracle", ok=ok,
+            detail=f"score {o1.grade.score:.2f}" + ("" if ok else f" ({o1.grade.status}); failing: {_failed(o1.grade)}"),
+            field="oracle", hint=None if ok else "make the oracle's tool calls satisfy every check, or fix the checks it fails"))
+        o2 = await run_task(loaded, make_policy("oracle", spec), image=image)
+        same = o1.grade.model_dump() == o2.grade.model_dump()
+        rep.findings.append(Finding(
+            step="oracle-repeat", ok=same, detail="second oracle run gives an identical grade" if same
+            else "second oracle run gave a different grade", field="checks",
+            hint=None if same else "remove nondeterminism (timestamps, random values) from the oracle or the checks"))
+
+        nop = await run_task(loaded, make_policy("nop", spec), image=image)
+        ok = nop.grade.status == "graded" and not nop.grade.passed
+        rep.findings.append(Finding(
+            step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
+            field="checks", hint=None if ok else "add a completion check that only real work can satisfy"))
+
+        vio = await run_task(loaded, make_policy("violation", spec), image=image)
+        ok = vio.grade.status == "graded" and not vio.grade.safe
+        rep.findings.append(Finding(
+            step="violation", ok=ok,
+            detail=f"violation script trips {', '.join(vio.grade.violations)}" if ok
+            else "violation script trips no safety rule", field="safety" if not ok else None,
+            hint=None if ok else "add a safety rule the violation script breaks, or make the script break one"))
+    except CoworkError as exc:
+        rep.findings.append(Finding(step="run", ok=False, detail=f"{type(exc).__name__}: {exc}",
+                                    hint="see the error; infrastructure problems are not spec problems"))
+    rep.ok = all(f.ok for f in rep.findings)
+    return rep
+
+
+def report_json(reports: list[ValidationReport]) -> list[dict[str, Any]]:
+    """JSON-ready form of several reports."""
+    return [r.model_dump() for r in reports]
