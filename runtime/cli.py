@@ -207,7 +207,17 @@ def build_parser() -> argparse.ArgumentParser:
     isub = i.add_subparsers(dest="images_cmd", required=True)
     ib = isub.add_parser("build", help="build the base and sandbox images if missing")
     ib.add_argument("--offline", action="store_true", help="never try a registry; bootstrap the base with debootstrap")
+    b = sub.add_parser("bench", help="measure tool-call latency, start time, memory, scale, throughput")
+    b.add_argument("--quick", action="store_true", help="fewer samples and sandboxes (a smoke run)")
+    b.add_argument("--json", action="store_true", help="print every raw figure as JSON")
+    b.add_argument("--scale", type=int, default=None, help="sandboxes started at once (default 100, --quick 8)")
     return p
+
+
+def _bench(args: argparse.Namespace) -> int:
+    from .bench import cli as bench_cli
+
+    return bench_cli(args)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -218,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
     handlers = {"run": _run, "up": _up, "down": _down, "connect": _connect, "gc": _gc, "validate": _validate,
-                "grade": _grade, "spec": _schema, "images": _images}
+                "grade": _grade, "spec": _schema, "images": _images, "bench": _bench}
     fn = handlers[args.cmd]
     try:
         result = fn(args)
