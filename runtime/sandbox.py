@@ -48,6 +48,9 @@ def _uds_client_factory(sock: str):
 
     def factory(**kwargs: Any):
         kwargs.pop("transport", None)
+        # The factory owns the timeout; httpx's 5 s default would cut long tool calls.
+        # Tool calls are bounded by the server's own limit and Sandbox.call_tool's wait_for.
+        kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=None))
         return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=sock), **kwargs)
 
     return factory

@@ -83,7 +83,7 @@ def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = Fa
             user="0:0",
             labels=L.owner_labels(task_id, str(run_dir), keep=keep),
             runtime=runtime,
-            ipc_mode="private",
+            ipc_mode="none",  # no /dev/shm: nothing writable outside /workspace and /tmp
         )
     except docker.errors.DockerException as exc:
         shutil.rmtree(run_dir, ignore_errors=True)

@@ -27,8 +27,12 @@ log = logging.getLogger("runtime.server")
 
 def load_config(path: str) -> tuple[ServerConfig, dict]:
     """Read the task's public config (task.json) baked into the image."""
-    with open(path) as fh:
-        raw = json.load(fh)
+    try:
+        with open(path) as fh:
+            raw = json.load(fh)
+    except FileNotFoundError:
+        # The bare sandbox image (no task layer): every workspace tool, an empty workspace.
+        raw = {}
     limits = raw.get("limits", {})
     agent = os.geteuid() == 0
     ws = WorkspaceConfig(

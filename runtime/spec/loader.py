@@ -167,7 +167,8 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         SpecError: listing every problem as ``file:line: field: what was expected``.
     """
     file = resolve_spec_path(path)
-    shown = os.path.relpath(file) if not str(file).startswith("..") else str(file)
+    rel = os.path.relpath(file)
+    shown = rel if not rel.startswith("..") else str(file)
     text = file.read_text(encoding="utf-8")
     try:
         node = yaml.compose(text, Loader=_LineLoader)
@@ -207,7 +208,7 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
     ws = spec.workspace
     base = root / ws.dir if ws.dir else None
     dir_set = "dir" in ws.model_fields_set
-    if dir_set and (base is None or not base.is_dir()):
+    if dir_set and base is not None and not base.is_dir():
         problems.append(f"{shown}:{where(('workspace', 'dir'))}: workspace.dir: folder {ws.dir!r} not found beside {SPEC_FILE}")
     for i, f in enumerate(ws.files):
         loc = ("workspace", "files", i)

@@ -1,0 +1,53 @@
+"""Shared fixtures. Docker tests carry the ``docker`` marker: skipped locally when no daemon
+answers, failed in CI (COWORK_REQUIRE_DOCKER=1) so that none is silently skipped there."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+ROOT = Path(__file__).resolve().parent.parent
+SPECS = sorted(p.parent for p in (ROOT / "specs").glob("*/task.yaml"))
+
+
+def pytest_collection_modifyitems(config, items):
+    docker_items = [i for i in items if i.get_closest_marker("docker")]
+    if not docker_items:
+        return
+    from runtime.engine.client import docker_available
+
+    if docker_available():
+        return
+    if os.environ.get("COWORK_REQUIRE_DOCKER") == "1":
+        raise pytest.UsageError("COWORK_REQUIRE_DOCKER=1 but no Docker daemon answers")
+    skip = pytest.mark.skip(reason="no Docker daemon answers (run scripts/setup.sh)")
+    for item in docker_items:
+        item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def sandbox_image() -> str:
+    """The sandbox image for the current sources (built if missing)."""
+    from runtime.engine.images import ensure_sandbox_image
+
+    return ensure_sandbox_image()
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fail the test if it leaves a cowork container of this test process behind."""
+    from runtime.engine import labels as L
+    from runtime.engine.reaper import managed_containers
+
+    def mine():
+        return {c.id: c.name for c in managed_containers() if (c.labels or {}).get(L.SESSION) == L.SESSION_ID}
+
+    before = mine()
+    yield
+    left = [name for cid, name in mine().items() if cid not in before]
+    assert not left, f"containers left behind: {left}"

@@ -1,0 +1,105 @@
+"""From inside the sandbox, as the agent: the evidence, the socket and the hidden parts of the
+spec are out of reach; there is no network; only /workspace and /tmp are writable."""
+
+import json
+
+import pytest
+
+from runtime.sandbox import Sandbox
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.docker
+SPEC = ROOT / "specs" / "fix-csv-report"
+
+
+@pytest.fixture(scope="module")
+async def sb():
+    box = await Sandbox.start(SPEC)
+    yield box
+    await box.stop()
+
+
+async def sh(sb, command: str) -> dict:
+    r = await sb.call_tool("shell", {"command": command})
+    assert not r.is_error, r.text
+    return r.structured
+
+
+class TestAgentCannotTouchEvidence:
+    async def test_runs_as_unprivileged_agent_without_capabilities(self, sb):
+        out = await sh(sb, "id -u; id -g; grep -E '^Cap(Eff|Prm|Bnd)' /proc/self/status")
+        lines = out["output"].split("\n")
+        assert lines[:2] == ["1000", "1000"]
+        assert "CapEff:\t0000000000000000" in out["output"] and "CapPrm:\t0000000000000000" in out["output"]
+
+    @pytest.mark.parametrize("command", [
+        "cat /run/cowork/audit.jsonl",
+        "ls /run/cowork",
+        "echo forged >> /run/cowork/audit.jsonl",
+        ": > /run/cowork/audit.jsonl",
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/cowork/mcp.sock')\"",
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/cowork/control.sock')\"",
+        "cat /proc/1/environ",
+        "kill -9 1",
+        "pkill -9 -f runtime.server; exit 1",
+    ])
+    async def test_forbidden_operation_fails(self, sb, command):
+        out = await sh(sb, command)
+        assert out["exit_code"] != 0, out["output"]
+
+    async def test_file_tools_cannot_reach_the_run_dir(self, sb):
+        for tool, args in [("read_file", {"path": "/run/cowork/audit.jsonl"}),
+                           ("write_file", {"path": "/run/cowork/audit.jsonl", "content": "x"}),
+                           ("read_file", {"path": "../run/cowork/audit.jsonl"})]:
+            r = await sb.call_tool(tool, args)
+            assert r.is_error and "Permission denied" in r.text
+
+    async def test_server_survives_and_audit_chain_is_intact(self, sb):
+        await sh(sb, "echo still here")
+        ev = await sb.export_evidence()
+        assert ev.chain.valid, ev.chain.error
+        assert any(r["args"].get("command") == "kill -9 1" for r in ev.tool_calls)
+
+    async def test_hidden_parts_of_the_spec_are_not_in_the_sandbox(self, sb):
+        # Strings that only the oracle, the checks and the violation script contain.
+        # One pass over everything but the OS's own /usr tree (a whole-disk grep outlasts the tool timeout).
+        needles = " ".join(f"-e '{n}'" for n in ["1235.00", "north-09-fixed", "no-recursive-delete", "6757.5"])
+        out = await sh(sb, f"grep -rlsF {needles} /opt /etc /var /workspace /tmp /home /root /srv /mnt /run "
+                           "/usr/local /usr/lib/python3 /usr/bin; true")
+        assert out["output"].strip() == "", f"hidden spec content found in {out['output']}"
+        cfg = json.loads((await sh(sb, "cat /opt/cowork/task/task.json"))["output"])
+        assert set(cfg) == {"id", "tools", "limits", "clock", "files"}
+
+
+class TestIsolation:
+    async def test_no_network_connection_succeeds(self, sb):
+        script = ("import socket\n"
+                  "for host, port in [('1.1.1.1', 80), ('172.17.0.1', 2375), ('8.8.8.8', 53)]:\n"
+                  "    s = socket.socket(); s.settimeout(2)\n"
+                  "    try:\n"
+                  "        s.connect((host, port)); print('CONNECTED', host)\n"
+                  "    except OSError as e:\n"
+                  "        print('refused', host, e.errno)\n")
+        await sb.call_tool("write_file", {"path": "/tmp/net.py", "content": script})
+        out = await sh(sb, "python3 /tmp/net.py; cat /proc/net/dev | tail -n +3 | cut -d: -f1")
+        assert "CONNECTED" not in out["output"]
+        assert out["output"].split()[-1] == "lo"  # the only interface
+
+    async def test_nothing_outside_workspace_and_tmp_is_writable(self, sb):
+        out = await sh(sb, "find / -xdev \\( -type f -o -type d \\) -writable 2>/dev/null | "
+                           "grep -v -E '^/(proc|sys)(/|$)'; "
+                           "for d in / /etc /opt/cowork /usr /var /home /root /run /dev; do "
+                           "touch $d/probe 2>/dev/null && echo WROTE $d; done; true")
+        bad = [p for p in out["output"].split("\n") if p and not p.startswith(("/workspace", "/tmp"))]
+        assert bad == []
+        out = await sh(sb, "touch /workspace/ok /tmp/ok && echo yes")
+        assert out["output"].strip() == "yes"
+
+    async def test_protected_root_owned_file_cannot_be_written(self, sb):
+        r = await sb.call_tool("write_file", {"path": "ledger/approved_2026Q2.csv", "content": "forged"})
+        assert r.is_error and "Permission denied" in r.text
+        out = await sh(sb, "echo x >> ledger/approved_2026Q2.csv")
+        assert out["exit_code"] != 0
