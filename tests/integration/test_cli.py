@@ -1,0 +1,73 @@
+"""The CLI end to end: run, up / connect (stdio bridge for MCP clients) / down, image cache."""
+
+import asyncio
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from fastmcp import Client
+from fastmcp.client.transports import StdioTransport
+
+from runtime.cli import main
+from runtime.engine.images import ensure_task_image
+from runtime.engine.reaper import managed_containers
+from runtime.spec.loader import load_spec
+
+pytestmark = pytest.mark.docker
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = str(ROOT / "specs" / "fix-csv-report")
+
+
+def test_run_prints_a_json_grade_and_saves_evidence(capsys, tmp_path, no_leftovers):
+    assert main(["run", SPEC, "--agent", "oracle", "--json", "--evidence", str(tmp_path / "ev")]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["grade"]["passed"] is True and out["grade"]["score"] == 1.0
+    assert out["trajectory"]["status"] == "completed" and out["trajectory"]["tool_calls"] == 4
+    # The saved bundle regrades offline to the same grade.
+    assert main(["grade", str(tmp_path / "ev"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == out["grade"]
+
+
+async def test_up_connect_down(capfd):
+    assert await asyncio.to_thread(main, ["up", SPEC, "--json"]) == 0
+    info = json.loads(capfd.readouterr().out)
+    try:
+        assert info["id"] in {c.id[:12] for c in managed_containers()}
+        transport = StdioTransport(command=sys.executable, args=["-m", "runtime.cli", "connect", info["id"]],
+                                   env={**os.environ}, cwd=str(ROOT))
+        async with Client(transport) as c:
+            names = {t.name for t in await c.list_tools()}
+            r = await c.call_tool("shell", {"command": "cat reports/summary.json"})
+        assert "shell" in names and "read_file" in names
+        assert "2026-Q3" in r.structured_content["output"]
+        # A kept sandbox survives the gc sweep although its `up` process has exited.
+        assert main(["gc"]) == 0
+        assert info["id"] in {c.id[:12] for c in managed_containers()}
+    finally:
+        assert main(["down", info["id"]]) == 0
+    assert info["id"] not in {c.id[:12] for c in managed_containers()}
+    assert not Path(info["mcp_socket"]).parent.exists()
+
+
+def test_unchanged_spec_is_not_rebuilt_and_a_changed_one_is(sandbox_image, tmp_path):
+    loaded = load_spec(SPEC)
+    first = ensure_task_image(loaded, sandbox_image)
+    t0 = time.perf_counter()
+    assert ensure_task_image(loaded, sandbox_image) == first
+    hit = time.perf_counter() - t0
+    (tmp_path / "t").mkdir()
+    (tmp_path / "t" / "task.yaml").write_text((ROOT / "specs/fix-csv-report/task.yaml").read_text()
+                                              .replace("workspace:\n  dir: workspace", f"workspace:\n  dir: null"))
+    other = ensure_task_image(load_spec(tmp_path / "t"), sandbox_image)
+    assert other != first and other.split(":")[0] == first.split(":")[0]
+    assert hit < 5  # generous: a cache hit never runs a build
+
+
+def test_bad_spec_exits_2_with_a_located_message(tmp_path, capsys):
+    (tmp_path / "task.yaml").write_text("id: x\ntitle: t\nprompt: p\nlimits:\n  max_turns: lots\n")
+    assert main(["run", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "task.yaml:5: limits.max_turns:" in err
