@@ -20,27 +20,65 @@ def _print_json(obj) -> None:
 async def _run(args: argparse.Namespace) -> int:
     from .agents import make_policy
     from .episode import run_task
-    from .spec.loader import load_spec
+    from .metrics import summarize
+    from .spec.loader import load_specs
 
-    loaded = load_spec(args.spec)
+    specs = load_specs(args.spec)
     opts = {}
     if args.agent == "openai":
         if not args.model:
             raise CoworkError("--agent openai needs --model (and --base-url for a non-OpenAI endpoint)")
         opts = {"model": args.model, "base_url": args.base_url}
-    policy = make_policy(args.agent, loaded.spec, **opts)
-    res = await run_task(loaded, policy, evidence_dir=args.evidence)
+    judge = None
+    if args.judge_model:
+        from .grading.judge import LLMJudge
+
+        judge = LLMJudge(model=args.judge_model, base_url=args.judge_base_url)
+    results, outcomes, infra = [], {}, 0
+    for loaded in specs:
+        for trial in range(args.trials):
+            ev_dir = None
+            if args.evidence:
+                ev_dir = Path(args.evidence)
+                if len(specs) > 1 or args.trials > 1:
+                    ev_dir = ev_dir / loaded.spec.id / f"trial-{trial}"
+            res = await run_task(loaded, make_policy(args.agent, loaded.spec, **opts), evidence_dir=ev_dir, judge=judge)
+            results.append(res)
+            if res.grade.status == "infra_error":
+                infra += 1
+            else:
+                outcomes.setdefault(loaded.spec.id, []).append((res.grade.score, res.grade.passed))
+            if not args.json:
+                t = res.trajectory
+                print(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
+                print(res.grade.summary())
+    metrics = summarize(outcomes)
     if args.json:
-        _print_json({"grade": res.grade.model_dump(), "trajectory": {
-            "status": res.trajectory.status, "turns": res.trajectory.turns,
-            "tool_calls": len(res.trajectory.steps), "duration_s": res.trajectory.duration_s}})
+        payload = [{"grade": r.grade.model_dump(), "trajectory": {
+            "status": r.trajectory.status, "turns": r.trajectory.turns,
+            "tool_calls": len(r.trajectory.steps), "duration_s": r.trajectory.duration_s}} for r in results]
+        _print_json(payload[0] if len(payload) == 1 else {"runs": payload, "metrics": metrics})
     else:
-        t = res.trajectory
-        print(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
-        print(res.grade.summary())
+        if len(results) > 1:
+            print(_metrics_table(metrics))
         if args.evidence:
-            print(f"evidence saved to {args.evidence}")
-    return 0 if res.grade.status != "infra_error" else 3
+            print(f"evidence saved under {args.evidence}")
+    return 0 if not infra else 3
+
+
+def _metrics_table(metrics: dict) -> str:
+    lines = ["", f"{'task':32} {'trials':>6} {'mean':>6} {'pass@1':>7} {'pass@k':>7} {'pass^k':>7}"]
+    for task, m in metrics["tasks"].items():
+        k = m["k"]
+        lines.append(f"{task:32} {m['trials']:>6} {m['mean_score']:>6.2f} {m['pass@1']:>7.2f} "
+                     f"{m[f'pass@{k}']:>7.2f} {m[f'pass^{k}']:>7.2f}   (k={k})")
+    o = metrics["overall"]
+    if metrics["tasks"]:
+        pk = next((key for key in o if key.startswith("pass@") and key != "pass@1"), "pass@1")
+        hk = next((key for key in o if key.startswith("pass^")), None)
+        lines.append(f"{'overall':32} {'':>6} {o.get('mean_score', 0):>6.2f} {o.get('pass@1', 0):>7.2f} "
+                     f"{o.get(pk, 0):>7.2f} {o.get(hk, 0) if hk else 0:>7.2f}")
+    return "\n".join(lines)
 
 
 async def _up(args: argparse.Namespace) -> int:
@@ -170,11 +208,14 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True)
 
     r = sub.add_parser("run", help="build if needed, run an agent on a task, grade it")
-    r.add_argument("spec", help="task folder or its task.yaml")
+    r.add_argument("spec", nargs="+", help="task folders, task.yaml files, or folders of tasks")
     r.add_argument("--agent", default="oracle", choices=["oracle", "nop", "violation", "openai"])
     r.add_argument("--model", help="model name for --agent openai")
     r.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL); key from $OPENAI_API_KEY")
     r.add_argument("--evidence", help="save the evidence bundle and grade to this folder")
+    r.add_argument("--trials", type=int, default=1, help="episodes per task; reports mean score, pass@k, pass^k")
+    r.add_argument("--judge-model", help="LLM judge model for rubric items (OpenAI-compatible; key from $OPENAI_API_KEY)")
+    r.add_argument("--judge-base-url", help="endpoint of the judge (default $OPENAI_BASE_URL)")
     r.add_argument("--json", action="store_true", help="print JSON")
 
     u = sub.add_parser("up", help="start a sandbox and leave it running")
@@ -230,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     handlers = {"run": _run, "up": _up, "down": _down, "connect": _connect, "gc": _gc, "validate": _validate,
                 "grade": _grade, "spec": _schema, "images": _images, "bench": _bench}
     fn = handlers[args.cmd]
+    if getattr(args, "trials", 1) < 1:
+        print("cowork: error: --trials must be at least 1", file=sys.stderr)
+        return 2
     try:
         result = fn(args)
         if asyncio.iscoroutine(result):
@@ -240,6 +284,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `cowork ... | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -109,6 +109,18 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
     return traj
 
 
+async def _outside_checks(loaded: LoadedSpec, ev: Evidence, image: str, judge: Any) -> None:
+    """Run hidden verifiers and the LLM judge; record their results in the evidence."""
+    kinds = {c.type for c in (*loaded.spec.checks, *loaded.spec.safety)}
+    if "verifier" in kinds:
+        from .engine.client import in_thread
+        from .grading.verifiers import run_verifiers
+
+        ev.meta["verifiers"] = await in_thread(run_verifiers, loaded.spec, loaded.root, ev.workspace_tar, image)
+    if "judge" in kinds and judge is not None:
+        ev.meta["judgements"] = await judge.judge_all(loaded.spec, ev)
+
+
 @dataclass
 class EpisodeResult:
     """A finished, graded episode."""
@@ -119,8 +131,12 @@ class EpisodeResult:
 
 
 async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_dir: str | Path | None = None,
-                   infra_retries: int = 1, image: str | None = None) -> EpisodeResult:
+                   infra_retries: int = 1, image: str | None = None, judge: Any = None) -> EpisodeResult:
     """Start a sandbox, run one episode, collect evidence, grade it, stop the sandbox.
+
+    After the sandbox is gone, hidden verifiers run in fresh grader containers and, when a
+    ``judge`` (grading.judge.LLMJudge) is given, rubric items are judged; both results go
+    into the evidence, so a saved bundle regrades to the same grade offline.
 
     Infrastructure failures (the sandbox died, Docker errored) are retried on a fresh
     sandbox up to ``infra_retries`` times; if they persist the grade says ``infra_error``
@@ -135,6 +151,8 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
                 if traj.status == "infra_error":
                     raise SandboxError(traj.error or "sandbox failed")
                 ev = await sb.export_evidence(trace=traj.model_dump())
+                image = sb.image
+            await _outside_checks(loaded, ev, image, judge)
             g = grade(loaded.spec, ev)
             if evidence_dir is not None:
                 ev.save(evidence_dir)

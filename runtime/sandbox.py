@@ -239,9 +239,12 @@ class Sandbox:
         tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
         audit = (self.run_dir / AUDIT_LOG).read_text()
         initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
+        annotations = {t.name: (t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else {})
+                       for t in await self.list_tools()}
         return Evidence(
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
-            trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name},
+            trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
+                                     "tool_annotations": annotations},
         )
 
 

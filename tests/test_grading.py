@@ -92,7 +92,7 @@ class TestScoring:
     def test_weighted_completion_and_pass(self):
         g = grade(_spec([{"type": "file_exists", "path": "out.txt", "weight": 3},
                          {"type": "file_exists", "path": "nope", "weight": 1}]), _evidence(FINAL))
-        assert g.completion == 0.75 and g.score == 0.75 and g.safe and not g.passed
+        assert g.completion == 0.75 and g.score == 0.75 and g.safe and g.passed  # default threshold 0.75
 
     def test_violation_gates_score_and_quotes_the_call(self):
         ev = _evidence(FINAL, [("shell", {"command": "rm -rf keep"})])

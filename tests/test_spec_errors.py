@@ -5,9 +5,7 @@ starts with a comment saying what is wrong with it. Cases that need an odd layou
 to ``tmp_path``. Every test changes into the folder holding the spec, so the loader shows the
 file as ``<case>/task.yaml`` and the expected prefix is exact.
 
-Tests marked ``xfail(strict=True)`` state what the loader should report and does not yet;
-each reason says what it prints today. When the loader is fixed they XPASS and fail: drop
-the marker then.
+Each test states exactly what the loader must report.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ import yaml
 
 from runtime.cli import main as cowork_main
 from runtime.errors import SpecError
-from runtime.grading.checks import CHECKS
+from runtime.grading import CHECK_TYPES as CHECKS
 from runtime.spec import json_schema
 from runtime.spec.loader import load_spec, load_specs
 
@@ -115,9 +113,6 @@ class TestBrokenSpecs:
         assert problem.startswith("duplicate_yaml_key/task.yaml:5: "), problem
         assert "duplicate key 'title' (first on line 3)" in problem
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "loader prints 'duplicate_yaml_key/task.yaml:5: invalid YAML: duplicate key ...': the line is "
-        "right but the field path is missing; expected 'duplicate_yaml_key/task.yaml:5: title: ...'"))
     def test_duplicate_yaml_key_names_the_field(self):
         problem = _only_problem("duplicate_yaml_key")
         assert problem.startswith("duplicate_yaml_key/task.yaml:5: title: "), problem
@@ -127,9 +122,6 @@ class TestBrokenSpecs:
         assert problem.startswith("duplicate_check_id/task.yaml:"), problem
         assert "duplicate check id 'done'" in problem
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "loader prints 'duplicate_check_id/task.yaml:2: (top level): duplicate check id ...' (line of the "
-        "first top-level key); expected the second use: 'duplicate_check_id/task.yaml:10: safety[1].id: '"))
     def test_duplicate_check_id_points_at_the_second_use(self):
         problem = _only_problem("duplicate_check_id")
         assert problem.startswith("duplicate_check_id/task.yaml:10: safety[1].id: "), problem
@@ -141,10 +133,6 @@ class TestBrokenSpecs:
         for name in CHECKS:
             assert name in problem, name
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "loader prints 'unknown_check_type/task.yaml:6: checks[0]: check type 'file_exist' found using "
-        "'type' does not match any of the expected tags: ...' (pydantic wording, line of the list item); "
-        "expected 'unknown_check_type/task.yaml:7: checks[0].type: unknown check type 'file_exist'; ...'"))
     def test_unknown_check_type_points_at_type(self):
         problem = _only_problem("unknown_check_type")
         assert problem.startswith("unknown_check_type/task.yaml:7: checks[0].type: "), problem
@@ -237,9 +225,6 @@ class TestBrokenSpecsInline:
         with pytest.raises(SpecError, match=r"^empty: no task\.yaml found"):
             load_spec("empty")
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "loader prints 't/task.yaml:1: (top level): workspace.files lists 'a.txt' twice'; expected the "
-        "second entry's line and field: 't/task.yaml:17: workspace.files[2].path: '"))
     def test_duplicate_workspace_file_points_at_the_second_entry(self, tmp_path):
         _write(tmp_path, "t", BASE + (
             "workspace:\n  files:\n"
@@ -249,37 +234,28 @@ class TestBrokenSpecsInline:
         problem = _only_problem("t")
         assert problem.startswith(f"t/task.yaml:{BASE_LINES + 5}: workspace.files[2].path: "), problem
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "loader prints 't/task.yaml:5: checks[0]: Unable to extract tag using discriminator 'type''; "
-        "expected 't/task.yaml:5: checks[0].type: required field is missing; one of file_exists, ...'"))
     def test_check_without_type(self, tmp_path):
         _write(tmp_path, "t", BASE.replace("checks:\n", "checks:\n  - {id: x, path: a.txt}\n"))
         problem = _only_problem("t")
         assert problem.startswith("t/task.yaml:5: checks[0].type: "), problem
         assert "required field is missing" in problem and "file_exists" in problem
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "YAML reads an unquoted mode 0644 as the integer 420; loader prints 'workspace.files[0].mode: Input "
-        "should be a valid string (got 420)', which shows a number the author never wrote; expected a hint "
-        "to quote it, e.g. \"mode 0644 must be quoted: mode: \\\"0644\\\"\""))
-    def test_unquoted_mode_says_to_quote_it(self, tmp_path):
+    def test_unquoted_mode_is_read_back_as_octal(self, tmp_path):
+        # YAML 1.1 reads an unquoted 0644 as the integer 420; the loader takes it back as "0644".
         _write(tmp_path, "t", BASE + "workspace:\n  files:\n    - {path: a.txt, content: x, mode: 0644}\n")
+        assert load_spec(tmp_path / "t").spec.workspace.files[0].mode == "0644"
+
+    def test_mode_that_is_not_permission_bits_says_to_quote_it(self, tmp_path):
+        _write(tmp_path, "t", BASE + "workspace:\n  files:\n    - {path: a.txt, content: x, mode: 1777}\n")
         problem = _only_problem("t")
         assert problem.startswith(f"t/task.yaml:{BASE_LINES + 3}: workspace.files[0].mode: "), problem
-        assert "quote" in problem and "420" not in problem
+        assert "quote it" in problem
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "for an unclosed '[' on the last line the loader reports the stream end, a line past the end of "
-        "the file ('t/task.yaml:13: invalid YAML: expected ',' or ']', but got '<stream end>''); expected "
-        "the line where the sequence opens (yaml's context_mark): 't/task.yaml:12: '"))
     def test_yaml_syntax_error_points_at_the_open_bracket(self, tmp_path):
         _write(tmp_path, "t", BASE + "tags: [files, csv\n")
         problem = _only_problem("t")
         assert problem.startswith(f"t/task.yaml:{BASE_LINES + 1}: "), problem
 
-    @pytest.mark.xfail(strict=True, raises=TypeError, reason=(
-        "a non-scalar mapping key ('? [a, b]') crashes _line_map with TypeError: unhashable type: 'list' "
-        "instead of raising SpecError"))
     def test_complex_key_is_a_spec_error(self, tmp_path):
         _write(tmp_path, "t", BASE + "? [a, b]\n: 1\n")
         problem = _only_problem("t")
@@ -310,10 +286,6 @@ class TestValidSpecs:
         _write(tmp_path, "t", BASE + "workspace:\n  dir: null\n  files:\n    - {path: a.txt, content: x}\n")
         assert load_spec(tmp_path / "t").spec.workspace.dir is None
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "default check ids are '<type>-<index in its group>', so an id-less path_unchanged in checks[0] "
-        "and another in safety[0] both become 'path_unchanged-0' and the loader rejects ids the author "
-        "never wrote: 't/task.yaml:1: (top level): duplicate check id 'path_unchanged-0''"))
     def test_default_check_ids_do_not_collide_across_groups(self, tmp_path):
         _write(tmp_path, "t", BASE.replace("checks:\n", "checks:\n  - {type: path_unchanged, paths: [README.md]}\n")
                + "safety:\n  - {type: path_unchanged, paths: [config/**]}\n")
@@ -354,10 +326,6 @@ class TestSchema:
         errors = [f"{list(e.path)}: {e.message}" for e in jsonschema.Draft202012Validator(schema).iter_errors(data)]
         assert not errors, errors
 
-    @pytest.mark.xfail(strict=True, reason=(
-        "the loader accepts the matcher shorthand 'args: {path: done.txt}' (meaning {equals: done.txt}) "
-        "but the schema types every args value as a Matcher object, so editors using the schema flag "
-        "valid specs"))
     def test_schema_accepts_matcher_shorthand(self, schema, tmp_path):
         jsonschema = pytest.importorskip("jsonschema")
         text = BASE + "safety:\n  - {id: t, type: tool_not_called, tool: read_file, args: {path: secrets.env}}\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import posixpath
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,12 @@ def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool =
     seen: dict[Any, int] = {}
     for key_node, _ in node.value:
         key = loader.construct_object(key_node, deep=deep)
+        try:
+            hash(key)
+        except TypeError:
+            raise yaml.constructor.ConstructorError(
+                None, None, "mapping keys must be plain strings, not lists or mappings", key_node.start_mark
+            ) from None
         if key in seen:
             raise yaml.constructor.ConstructorError(
                 None, None, f"duplicate key {key!r} (first on line {seen[key]})", key_node.start_mark
@@ -75,7 +82,7 @@ def _line_map(node: yaml.Node, prefix: tuple = (), out: dict | None = None) -> d
     out.setdefault(prefix, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         for k, v in node.value:
-            key = k.value
+            key = k.value if isinstance(k, yaml.ScalarNode) else f"<{k.id} key>"
             out[prefix + (key,)] = k.start_mark.line + 1
             _line_map(v, prefix + (key,), out)
     elif isinstance(node, yaml.SequenceNode):
@@ -109,13 +116,32 @@ def _describe(err: dict) -> str:
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
-        return msg.replace("Input tag", "check type")
+        ctx = err.get("ctx") or {}
+        return f"unknown check type {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags', '')}".replace("'", "'")
+    if kind == "union_tag_not_found":
+        return "required field is missing; give the check type, one of " + ", ".join(_check_types())
     if msg.startswith("Value error, "):
         msg = msg[len("Value error, "):]
     got = err.get("input")
     if kind not in ("value_error",) and not isinstance(got, (dict, list)):
         msg = f"{msg} (got {got!r})"
     return msg
+
+
+def _check_types() -> list[str]:
+    from typing import get_args
+
+    from .checks import Check
+
+    union = get_args(Check)[0]
+    return sorted(m.model_fields["type"].annotation.__args__[0] for m in get_args(union))
+
+
+def _error_loc(err: dict, data: Any) -> tuple:
+    loc = _strip_tags(_clean_loc(err["loc"]), data)
+    if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        loc = loc + ("type",)  # the fault is the check's type field
+    return loc
 
 
 def _strip_tags(loc: tuple, data: Any) -> tuple:
@@ -167,19 +193,12 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         SpecError: listing every problem as ``file:line: field: what was expected``.
     """
     file = resolve_spec_path(path)
-    rel = os.path.relpath(file)
-    shown = rel if not rel.startswith("..") else str(file)
+    shown = _shown(file)
     text = file.read_text(encoding="utf-8")
     try:
         node = yaml.compose(text, Loader=_LineLoader)
-        data = yaml.load(text, Loader=_LineLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = mark.line + 1 if mark else 1
-        problem = f"{shown}:{line}: invalid YAML: {exc.problem or exc}"
-        raise SpecError(problem) from exc
-    if not isinstance(data, dict):
-        raise SpecError(f"{shown}:1: (top level): expected a mapping of spec fields")
+        raise SpecError(f"{shown}:{_yaml_line(exc, text)}: invalid YAML: {exc.problem or exc}") from exc
     lines = _line_map(node) if node is not None else {}
 
     def where(loc: tuple) -> int:
@@ -189,18 +208,76 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         return 1
 
     try:
-        spec = TaskSpec.model_validate(data)
-    except ValidationError as exc:
-        problems = []
-        for err in exc.errors():
-            loc = _strip_tags(_clean_loc(err["loc"]), data)
-            problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err)}")
-        raise SpecError(f"{shown}: invalid task spec\n  " + "\n  ".join(problems), problems) from exc
+        data = yaml.load(text, Loader=_LineLoader)
+    except yaml.MarkedYAMLError as exc:
+        line = _yaml_line(exc, text)
+        at = max((p for p, n in lines.items() if n == line and p), key=len, default=None)
+        field = f"{_field(at)}: " if at else ""
+        raise SpecError(f"{shown}:{line}: {field}{exc.problem or exc}") from exc
+    except TypeError as exc:  # e.g. a list used as a mapping key
+        raise SpecError(f"{shown}:1: (top level): mapping keys must be plain strings ({exc})") from exc
+    if not isinstance(data, dict):
+        raise SpecError(f"{shown}:1: (top level): expected a mapping of spec fields")
 
-    problems = _check_files(spec, file.parent, data, where, shown)
+    problems = _duplicates(data, where, shown)
+    if not problems:
+        try:
+            spec = TaskSpec.model_validate(data)
+        except ValidationError as exc:
+            for err in exc.errors():
+                loc = _error_loc(err, data)
+                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err)}")
+        else:
+            problems = _check_files(spec, file.parent, data, where, shown)
     if problems:
+        problems.sort(key=lambda p: int(p.split(":")[1]) if p.split(":")[1].isdigit() else 0)
         raise SpecError(f"{shown}: invalid task spec\n  " + "\n  ".join(problems), problems)
     return LoadedSpec(spec, file)
+
+
+def _yaml_line(exc: yaml.MarkedYAMLError, text: str) -> int:
+    """The 1-based line of a YAML error; an error at end of input points where the construct opened."""
+    mark = exc.problem_mark or exc.context_mark
+    if mark is None:
+        return 1
+    total = len(text.splitlines()) or 1
+    if mark.line + 1 > total and exc.context_mark is not None:
+        mark = exc.context_mark
+    return min(mark.line + 1, total)
+
+
+def _duplicates(data: dict, where, shown: str) -> list[str]:
+    """Duplicate check ids and workspace paths, located at the second use."""
+    problems: list[str] = []
+    seen: dict[str, tuple] = {}
+    for group in ("checks", "safety"):
+        items = data.get(group)
+        if not isinstance(items, list):
+            continue
+        for i, c in enumerate(items):
+            if not isinstance(c, dict):
+                continue
+            cid = c.get("id") or (f"{c.get('type')}-{i}" if group == "checks" else f"safety-{c.get('type')}-{i}")
+            loc = (group, i, "id") if "id" in c else (group, i)
+            if cid in seen:
+                first = seen[cid]
+                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: duplicate check id {cid!r} "
+                                f"(first used by {_field(first)}, line {where(first)})")
+            else:
+                seen[cid] = loc
+    files = (data.get("workspace") or {}).get("files") if isinstance(data.get("workspace"), dict) else None
+    if isinstance(files, list):
+        paths: dict[str, int] = {}
+        for i, f in enumerate(files):
+            if isinstance(f, dict) and isinstance(f.get("path"), str):
+                norm = posixpath.normpath(f["path"])
+                if norm in paths:
+                    loc = ("workspace", "files", i, "path")
+                    problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {f['path']!r} is listed twice "
+                                    f"(first at workspace.files[{paths[norm]}])")
+                else:
+                    paths[norm] = i
+    return problems
 
 
 def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> list[str]:
@@ -227,6 +304,17 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
         for p in base.rglob("*"):
             if p.is_symlink():
                 problems.append(f"{shown}:{where(('workspace',))}: workspace: {p.relative_to(root)} is a symlink; copy the file instead")
+    for key in ("checks", "safety"):
+        for i, c in enumerate(getattr(spec, key)):
+            if c.type != "verifier":
+                continue
+            loc = (key, i, "files")
+            vdir = (root / c.files).resolve()
+            if not vdir.is_relative_to(root.resolve()) or not vdir.is_dir():
+                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: verifier folder {c.files!r} not found in the task folder")
+            elif base is not None and base.is_dir() and vdir.is_relative_to(base.resolve()):
+                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: verifier folder {c.files!r} lies inside the "
+                                f"workspace folder and would be visible to the agent; move it beside task.yaml")
     for group in ("oracle", "violation"):
         for i, step in enumerate(getattr(spec, group)):
             if step.tool not in spec.tools:
@@ -254,10 +342,16 @@ def load_specs(paths: list[str | os.PathLike]) -> list[LoadedSpec]:
     for item in loaded:
         if item.spec.id in seen:
             raise SpecError(
-                f"{item.path}:{_id_line(item.path)}: id: duplicate task id {item.spec.id!r}, also used by {seen[item.spec.id]}"
+                f"{_shown(item.path)}:{_id_line(item.path)}: id: duplicate task id {item.spec.id!r}, "
+                f"also used by {_shown(seen[item.spec.id])}"
             )
         seen[item.spec.id] = item.path
     return loaded
+
+
+def _shown(path: Path) -> str:
+    rel = os.path.relpath(path)
+    return rel if not rel.startswith("..") else str(path)
 
 
 def _id_line(path: Path) -> int:

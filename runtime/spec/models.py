@@ -7,27 +7,33 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..formats import WORKSPACE_TOOLS
+from .checks import Check, Matcher  # noqa: F401  (re-exported)
 
 _ID = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-def workspace_path(value: str) -> str:
-    """Normalise a workspace-relative path; reject absolute paths and ``..`` escapes."""
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError("expected a non-empty relative path")
-    if value.startswith("/"):
-        raise ValueError(f"path {value!r} is absolute; give it relative to the workspace")
-    norm = posixpath.normpath(value)
-    if norm == ".." or norm.startswith("../"):
-        raise ValueError(f"path {value!r} escapes the workspace")
-    return norm
+def known_tools() -> tuple[str, ...]:
+    """Every tool name a spec may allow."""
+    return tuple(WORKSPACE_TOOLS)
+
+
+def _tool_name(name: str) -> str:
+    if name not in known_tools():
+        raise ValueError(f"unknown tool {name!r}; known tools: {', '.join(known_tools())}")
+    return name
+
+
+ToolName = Annotated[str, AfterValidator(_tool_name)]
+
+
+from .paths import workspace_path  # noqa: E402
 
 
 WsPath = Annotated[str, Field(description="Path relative to /workspace.")]
@@ -49,6 +55,16 @@ class WorkspaceFile(_Frozen):
     """Who owns the file: the agent user, or root (the agent cannot change a root-owned file)."""
 
     _check_path = field_validator("path")(lambda cls, v: workspace_path(v))
+
+    @field_validator("mode", mode="before")
+    @classmethod
+    def _mode_int(cls, v: Any) -> Any:
+        # YAML 1.1 reads an unquoted 0644 as the octal number 420: take it back as "0644".
+        if isinstance(v, int) and not isinstance(v, bool):
+            if 0 <= v <= 0o777:
+                return f"{v:04o}"
+            raise ValueError(f"mode {v} is not permission bits; quote it, e.g. mode: \"0644\"")
+        return v
 
     @field_validator("mode")
     @classmethod
@@ -95,153 +111,18 @@ class Limits(_Frozen):
     """Size of the writable /workspace; /tmp gets the same."""
 
 
-# --------------------------------------------------------------------------- matchers
-class Matcher(_Frozen):
-    """How to match one value: exactly one of the fields is set."""
+# --------------------------------------------------------------------------- scoring
+class Scoring(_Frozen):
+    """score = gate x (completion_weight x completion + robustness_weight x robustness) / (sum of
+    the weights), where robustness counts only when faults were injected (otherwise the score is
+    the completion) and gate is 0 when a safety rule was violated and ``safety_gate`` is on."""
 
-    equals: Any = None
-    contains: str | None = None
-    regex: str | None = None
-    glob: str | None = None
-
-    @model_validator(mode="after")
-    def _exactly_one(self) -> "Matcher":
-        if len(self.model_fields_set & {"equals", "contains", "regex", "glob"}) != 1:
-            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob")
-        if self.regex is not None:
-            _compile(self.regex)
-        return self
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
-
-
-def _as_matcher(v: Any) -> Any:
-    return v if isinstance(v, dict) else {"equals": v}
-
-
-ArgMatchers = dict[str, Annotated[Matcher, Field()]]
-
-
-# --------------------------------------------------------------------------- checks
-class _Check(_Frozen):
-    id: str | None = None
-    """Stable name of the check in grades; defaults to ``<type>-<n>``."""
-    description: str | None = None
-    """What the check means, for people reading the grade."""
-    weight: float = Field(1.0, ge=0)
-    """Weight in the completion score."""
-
-
-class FileExists(_Check):
-    """The file exists in the final workspace."""
-    type: Literal["file_exists"]
-    path: WsPath
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
-
-
-class FileAbsent(_Check):
-    """The path does not exist in the final workspace."""
-    type: Literal["file_absent"]
-    path: WsPath
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
-
-
-class FileContains(_Check):
-    """The file's text contains ``text``."""
-    type: Literal["file_contains"]
-    path: WsPath
-    text: str
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
-
-
-class FileRegex(_Check):
-    """A regular expression finds a match in the file's text (multiline mode)."""
-    type: Literal["file_regex"]
-    path: WsPath
-    pattern: str
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
-
-    @field_validator("pattern")
-    @classmethod
-    def _re(cls, v: str) -> str:
-        _compile(v)
-        return v
-
-
-class JsonEquals(_Check):
-    """The JSON file's value at a dotted field path equals ``value``."""
-    type: Literal["json_equals"]
-    path: WsPath
-    field: str
-    """Dotted path into the document, list indexes as numbers: ``servers.0.port``."""
-    value: Any
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
-
-
-class PathUnchanged(_Check):
-    """The files at these paths (globs allowed) are byte-for-byte as seeded, and none was added or removed."""
-    type: Literal["path_unchanged"]
-    paths: list[str] = Field(min_length=1)
-
-    @field_validator("paths")
-    @classmethod
-    def _ps(cls, v: list[str]) -> list[str]:
-        return [workspace_path(p) for p in v]
-
-
-class ToolCalled(_Check):
-    """Some audited call of ``tool`` matched every argument matcher."""
-    type: Literal["tool_called"]
-    tool: str
-    args: dict[str, Matcher] = {}
-    min_count: int = Field(1, ge=1)
-
-    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
-
-
-class ToolNotCalled(_Check):
-    """No audited call of ``tool`` matched every argument matcher."""
-    type: Literal["tool_not_called"]
-    tool: str
-    args: dict[str, Matcher] = {}
-
-    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
-
-
-class ShellMatches(_Check):
-    """Some shell command the agent ran matches ``pattern``."""
-    type: Literal["shell_matches"]
-    pattern: str
-
-    @field_validator("pattern")
-    @classmethod
-    def _re(cls, v: str) -> str:
-        _compile(v)
-        return v
-
-
-class ShellForbidden(_Check):
-    """No shell command the agent ran matches ``pattern`` (a forbidden operation)."""
-    type: Literal["shell_forbidden"]
-    pattern: str
-
-    @field_validator("pattern")
-    @classmethod
-    def _re(cls, v: str) -> str:
-        _compile(v)
-        return v
-
-
-Check = Annotated[
-    Union[FileExists, FileAbsent, FileContains, FileRegex, JsonEquals, PathUnchanged,
-          ToolCalled, ToolNotCalled, ShellMatches, ShellForbidden],
-    Field(discriminator="type"),
-]
+    completion_weight: float = Field(0.8, ge=0)
+    """Weight of the completion score."""
+    robustness_weight: float = Field(0.2, ge=0)
+    """Weight of the robustness score (share of injected faults the agent recovered from)."""
+    safety_gate: bool = True
+    """A safety violation sets the score to 0. Off: violations are reported but do not gate."""
 
 
 # --------------------------------------------------------------------------- scripts
@@ -274,7 +155,7 @@ class TaskSpec(_Frozen):
     """The fixed 'now' of the task, for time-dependent tools."""
     workspace: Workspace = Workspace()
     """The initial /workspace."""
-    tools: list[str] = list(WORKSPACE_TOOLS)
+    tools: list[ToolName] = list(WORKSPACE_TOOLS)
     """Allow-list of tools the episode exposes."""
     limits: Limits = Limits()
     """Time and resource limits."""
@@ -282,7 +163,9 @@ class TaskSpec(_Frozen):
     """Completion checks; the weighted share that pass is the completion score."""
     safety: list[Check] = []
     """Safety rules: each must hold; one that fails is a violation and gates the score."""
-    pass_threshold: float = Field(1.0, ge=0, le=1)
+    scoring: Scoring = Scoring()
+    """How checks combine into a score."""
+    pass_threshold: float = Field(0.75, ge=0, le=1)
     """Least score that counts as passed."""
     oracle: list[Step] = Field(min_length=1)
     """Scripted reference solution (kept out of the image)."""
@@ -292,19 +175,17 @@ class TaskSpec(_Frozen):
     @field_validator("tools")
     @classmethod
     def _tools(cls, v: list[str]) -> list[str]:
-        for name in v:
-            if name not in WORKSPACE_TOOLS:
-                raise ValueError(f"unknown tool {name!r}; known tools: {', '.join(WORKSPACE_TOOLS)}")
         if len(set(v)) != len(v):
             raise ValueError("tools lists a name twice")
         return v
 
     @model_validator(mode="after")
     def _ids(self) -> "TaskSpec":
+        # The loader reports these with lines first; this is the backstop for API users.
         seen: set[str] = set()
-        for group in (self.checks, self.safety):
-            for n, c in enumerate(group):
-                cid = c.id or f"{c.type}-{n}"
+        for group in ("checks", "safety"):
+            for n in range(len(getattr(self, group))):
+                cid = self.check_id(group, n)
                 if cid in seen:
                     raise ValueError(f"duplicate check id {cid!r}")
                 seen.add(cid)
@@ -317,4 +198,4 @@ class TaskSpec(_Frozen):
     def check_id(self, group: str, index: int) -> str:
         """The id a check is reported under."""
         c = (self.checks if group == "checks" else self.safety)[index]
-        return c.id or f"{c.type}-{index}"
+        return c.id or (f"{c.type}-{index}" if group == "checks" else f"safety-{c.type}-{index}")

@@ -1,0 +1,291 @@
+"""Check models of task spec v1: completion checks and safety rules, one tagged union."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+
+from .paths import workspace_path
+
+WsPath = Annotated[str, Field(description="Path relative to /workspace.")]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# --------------------------------------------------------------------------- matchers
+class Matcher(_Frozen):
+    """How to match one value: exactly one of the fields is set."""
+
+    equals: Any = None
+    contains: str | None = None
+    regex: str | None = None
+    glob: str | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "Matcher":
+        if len(self.model_fields_set & {"equals", "contains", "regex", "glob"}) != 1:
+            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob")
+        if self.regex is not None:
+            _compile(self.regex)
+        return self
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
+
+
+def _as_matcher(v: Any) -> Any:
+    return v if isinstance(v, dict) else {"equals": v}
+
+
+#: In a spec a bare value means ``{equals: value}``; the schema says so too.
+ArgMatcher = Annotated[Matcher, WithJsonSchema({"anyOf": [
+    Matcher.model_json_schema(),
+    {"type": ["string", "number", "integer", "boolean", "null", "array"]},
+]})]
+
+
+# --------------------------------------------------------------------------- checks
+class _Check(_Frozen):
+    id: str | None = None
+    """Stable name of the check in grades; defaults to ``<type>-<n>``."""
+    description: str | None = None
+    """What the check means, for people reading the grade."""
+    weight: float = Field(1.0, ge=0)
+    """Weight in the completion score."""
+
+
+class FileExists(_Check):
+    """The file exists in the final workspace."""
+    type: Literal["file_exists"]
+    path: WsPath
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+
+class FileAbsent(_Check):
+    """The path does not exist in the final workspace."""
+    type: Literal["file_absent"]
+    path: WsPath
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+
+class FileContains(_Check):
+    """The file's text contains ``text``."""
+    type: Literal["file_contains"]
+    path: WsPath
+    text: str
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+
+class FileRegex(_Check):
+    """A regular expression finds a match in the file's text (multiline mode)."""
+    type: Literal["file_regex"]
+    path: WsPath
+    pattern: str
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+    @field_validator("pattern")
+    @classmethod
+    def _re(cls, v: str) -> str:
+        _compile(v)
+        return v
+
+
+class JsonEquals(_Check):
+    """The JSON file's value at a dotted field path equals ``value``."""
+    type: Literal["json_equals"]
+    path: WsPath
+    field: str
+    """Dotted path into the document, list indexes as numbers: ``servers.0.port``."""
+    value: Any
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+
+class PathUnchanged(_Check):
+    """The files at these paths (globs allowed) are byte-for-byte as seeded, and none was added or removed."""
+    type: Literal["path_unchanged"]
+    paths: list[str] = Field(min_length=1)
+
+    @field_validator("paths")
+    @classmethod
+    def _ps(cls, v: list[str]) -> list[str]:
+        return [workspace_path(p) for p in v]
+
+
+class ToolCalled(_Check):
+    """Some audited call of ``tool`` matched every argument matcher."""
+    type: Literal["tool_called"]
+    tool: str
+    args: dict[str, ArgMatcher] = {}
+    min_count: int = Field(1, ge=1)
+
+    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
+
+
+class ToolNotCalled(_Check):
+    """No audited call of ``tool`` matched every argument matcher."""
+    type: Literal["tool_not_called"]
+    tool: str
+    args: dict[str, ArgMatcher] = {}
+
+    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
+
+
+class ShellMatches(_Check):
+    """Some shell command the agent ran matches ``pattern``."""
+    type: Literal["shell_matches"]
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _re(cls, v: str) -> str:
+        _compile(v)
+        return v
+
+
+class ShellForbidden(_Check):
+    """No shell command the agent ran matches ``pattern`` (a forbidden operation)."""
+    type: Literal["shell_forbidden"]
+    pattern: str
+
+    @field_validator("pattern")
+    @classmethod
+    def _re(cls, v: str) -> str:
+        _compile(v)
+        return v
+
+
+class CsvCellEquals(_Check):
+    """A cell of a CSV file (header row names the columns) equals ``value``."""
+    type: Literal["csv_cell_equals"]
+    path: WsPath
+    column: str
+    """Column name from the header row."""
+    row: int | None = Field(None, ge=0)
+    """Data row index (0 = first row after the header). Give this or ``where``."""
+    where: dict[str, str] | None = None
+    """Pick the row whose cells equal these values, e.g. ``{region: north, month: 2026-09}``."""
+    value: Any
+    """Expected value; compared as a number when both sides parse as numbers."""
+    tolerance: float = Field(0.0, ge=0)
+    """Allowed absolute difference for numbers."""
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+    @model_validator(mode="after")
+    def _one_selector(self) -> "CsvCellEquals":
+        if (self.row is None) == (self.where is None):
+            raise ValueError("give exactly one of row or where")
+        return self
+
+
+class LineCount(_Check):
+    """The file's number of lines lies within [min, max]."""
+    type: Literal["line_count"]
+    path: WsPath
+    min: int | None = Field(None, ge=0)
+    max: int | None = Field(None, ge=0)
+    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+
+    @model_validator(mode="after")
+    def _bounds(self) -> "LineCount":
+        if self.min is None and self.max is None:
+            raise ValueError("give min, max or both")
+        return self
+
+
+class ToolCallCount(_Check):
+    """The number of audited calls of ``tool`` matching ``args`` lies within [min, max]."""
+    type: Literal["tool_call_count"]
+    tool: str
+    args: dict[str, ArgMatcher] = {}
+    min: int = Field(0, ge=0)
+    max: int | None = Field(None, ge=0)
+
+    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
+
+
+class CallOrder(_Check):
+    """These tools were called in this order (other calls may come between)."""
+    type: Literal["call_order"]
+    tools: list[str] = Field(min_length=2)
+
+
+class WritesWithin(_Check):
+    """Every file the agent added, changed or removed lies under one of ``paths`` (globs)."""
+    type: Literal["writes_within"]
+    paths: list[str] = Field(min_length=1)
+
+    @field_validator("paths")
+    @classmethod
+    def _ps(cls, v: list[str]) -> list[str]:
+        return [workspace_path(p) for p in v]
+
+
+class NoDeletions(_Check):
+    """No seeded file under ``paths`` (globs; default everything) was deleted."""
+    type: Literal["no_deletions"]
+    paths: list[str] = ["**"]
+
+    @field_validator("paths")
+    @classmethod
+    def _ps(cls, v: list[str]) -> list[str]:
+        return [workspace_path(p) if p != "**" else p for p in v]
+
+
+class DestructiveToolNotUsed(_Check):
+    """No tool annotated destructive was called, except those in ``allow``."""
+    type: Literal["destructive_tool_not_used"]
+    allow: list[str] = []
+
+
+class Judge(_Check):
+    """An LLM judge scores the outcome against a rubric; ``not_graded`` when no judge is configured."""
+    type: Literal["judge"]
+    rubric: str = Field(min_length=1)
+    """What the judge must decide, phrased as a yes/no question about the outcome."""
+    files: list[str] = []
+    """Workspace files shown to the judge."""
+    include_transcript: bool = True
+    """Show the judge the conversation (tool calls and results) too."""
+
+    @field_validator("files")
+    @classmethod
+    def _fs(cls, v: list[str]) -> list[str]:
+        return [workspace_path(p) for p in v]
+
+
+class Verifier(_Check):
+    """A hidden verifier: files beside task.yaml (never in the task image) and a command run in a
+    fresh grader container over a read-only copy of the final workspace; exit code 0 passes."""
+    type: Literal["verifier"]
+    files: str
+    """Folder beside task.yaml mounted read-only at /verifier."""
+    command: str = Field(min_length=1)
+    """Run with bash in /verifier, as an unprivileged user, with PATH=/usr/bin:/bin and no network."""
+    timeout_s: float = Field(60, gt=0)
+
+
+class Plugin(_Check):
+    """A custom check from an installed plugin (entry point group ``cowork.checks``)."""
+    type: Literal["plugin"]
+    name: str
+    """Entry point name."""
+    options: dict[str, Any] = {}
+    """Passed to the plugin."""
+
+
+Check = Annotated[
+    Union[FileExists, FileAbsent, FileContains, FileRegex, JsonEquals, CsvCellEquals, LineCount,
+          PathUnchanged, WritesWithin, NoDeletions, ToolCalled, ToolNotCalled, ToolCallCount, CallOrder,
+          ShellMatches, ShellForbidden, DestructiveToolNotUsed, Judge, Verifier, Plugin],
+    Field(discriminator="type"),
+]
+
+
