@@ -1,0 +1,164 @@
+"""Seeded, deterministic fault injection for service tools: 429, 500 and added latency.
+
+The decision for the n-th call of a tool is a pure function of (seed, tool, n), so the
+same seed and the same sequence of calls give the same faults in every run. The
+middleware touches service tools only (names in the catalog); workspace tools and the
+control channel never pass through it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable, Literal
+
+from fastmcp.exceptions import ToolError
+from fastmcp.server.middleware import Middleware
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .catalog import SERVICE_TOOLS, TOOL_SERVICE
+
+FaultKind = Literal["429", "500", "latency"]
+
+
+class FaultRule(BaseModel):
+    """How often one service or tool fails, and how."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    rate: float = Field(ge=0, le=1)
+    """Share of calls that get a fault, 0 (never) to 1 (always)."""
+    kinds: list[FaultKind] = Field(default=["429", "500"], min_length=1)
+    """Faults to draw from, evenly: "429" (rate limited), "500" (server error), "latency"."""
+    retry_after_s: int = Field(2, ge=0, le=3600)
+    """Retry-After seconds reported with a 429."""
+    latency_ms: int = Field(500, ge=0, le=60000)
+    """Delay added by a "latency" fault; the call then runs normally."""
+
+
+class FaultConfig(BaseModel):
+    """Fault injection of one episode; the most specific rule wins (tool, then service, then default)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    seed: int = 0
+    """Seed of the injector; the run may override it with the episode's seed."""
+    default: FaultRule | None = None
+    """Rule for every service tool without a more specific one."""
+    services: dict[str, FaultRule] = {}
+    """Rules per service name, e.g. ``mail``."""
+    tools: dict[str, FaultRule] = {}
+    """Rules per tool name, e.g. ``mail_send``."""
+
+    @model_validator(mode="after")
+    def _names(self) -> "FaultConfig":
+        for name in self.services:
+            if name not in SERVICE_TOOLS:
+                raise ValueError(f"services: unknown service {name!r}; known: {', '.join(SERVICE_TOOLS)}")
+        for name in self.tools:
+            if name not in TOOL_SERVICE:
+                raise ValueError(f"tools: {name!r} is not a service tool")
+        return self
+
+    def rule_for(self, tool: str) -> FaultRule | None:
+        """The rule that applies to ``tool``, or None."""
+        if tool in self.tools:
+            return self.tools[tool]
+        return self.services.get(TOOL_SERVICE.get(tool, ""), self.default)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One injected fault."""
+
+    kind: FaultKind
+    tool: str
+    call: int
+    """0-based index of the call among this tool's calls."""
+    retry_after_s: int | None = None
+    latency_ms: int | None = None
+
+    def record(self) -> dict[str, Any]:
+        """The audit record of this fault."""
+        rec: dict[str, Any] = {"kind": "fault", "tool": self.tool, "fault": self.kind, "call": self.call}
+        if self.retry_after_s is not None:
+            rec["retry_after_s"] = self.retry_after_s
+        if self.latency_ms is not None:
+            rec["latency_ms"] = self.latency_ms
+        return rec
+
+    def error(self) -> ToolError:
+        """The tool error the agent sees (latency faults raise none)."""
+        if self.kind == "429":
+            return ToolError(f"429 Too Many Requests: {self.tool} is rate limited; "
+                             f"Retry-After: {self.retry_after_s} s. Nothing was changed.")
+        return ToolError(f"500 Internal Server Error: {self.tool} failed; nothing was changed, try again.")
+
+
+def _uniform(seed: int, tool: str, n: int, salt: str) -> float:
+    digest = hashlib.sha256(f"{seed}|{tool}|{n}|{salt}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
+class FaultInjector:
+    """Decides, deterministically, which service tool calls fail.
+
+    Args:
+        config: The rules.
+        seed: Overrides ``config.seed`` (e.g. the episode's seed).
+    """
+
+    def __init__(self, config: FaultConfig, seed: int | None = None):
+        self.config = config
+        self.seed = config.seed if seed is None else seed
+        self._calls: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def reset(self, seed: int | None = None) -> None:
+        """Forget the call counts (between episodes), optionally with a new seed."""
+        with self._lock:
+            self._calls.clear()
+            if seed is not None:
+                self.seed = seed
+
+    def decide(self, tool: str) -> Fault | None:
+        """Count one call of ``tool`` and return its fault, if any."""
+        rule = self.config.rule_for(tool)
+        with self._lock:
+            n = self._calls.get(tool, 0)
+            self._calls[tool] = n + 1
+        if rule is None or rule.rate <= 0 or _uniform(self.seed, tool, n, "hit") >= rule.rate:
+            return None
+        kind = rule.kinds[int(_uniform(self.seed, tool, n, "kind") * len(rule.kinds))]
+        return Fault(kind=kind, tool=tool, call=n,
+                     retry_after_s=rule.retry_after_s if kind == "429" else None,
+                     latency_ms=rule.latency_ms if kind == "latency" else None)
+
+
+class FaultMiddleware(Middleware):
+    """Applies a FaultInjector to service tool calls and audits every injected fault.
+
+    Add it after the audit middleware, so the audit log also shows the failed call.
+
+    Args:
+        injector: The injector deciding faults.
+        audit: Appends one record to the audit log.
+    """
+
+    def __init__(self, injector: FaultInjector, audit: Callable[[dict[str, Any]], Any]):
+        self.injector = injector
+        self.audit = audit
+
+    async def on_call_tool(self, context, call_next):
+        name = context.message.name
+        if name in TOOL_SERVICE:
+            fault = self.injector.decide(name)
+            if fault is not None:
+                self.audit(fault.record())
+                if fault.kind == "latency":
+                    await asyncio.sleep(fault.latency_ms / 1000)
+                else:
+                    raise fault.error()
+        return await call_next(context)

@@ -1,0 +1,298 @@
+"""Mail: mailboxes with folders, threads, and messages with attachments."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastmcp import FastMCP
+from fastmcp.exceptions import ToolError
+from pydantic import Field, model_validator
+
+from .base import (Email, EmailList, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store,
+                   check_ref, check_unique, hints, iso, matches, newest_first, page, parse_time,
+                   resolve_time, tool_adder)
+
+NAME = "mail"
+Box = Annotated[str | None, Field(description="Mailbox address; default the first mailbox.")]
+MsgId = Annotated[str, Field(description="Message id, as listed by mail_list_messages or mail_search.")]
+Recipients = Annotated[EmailList, Field(description="Recipient addresses.")]
+#: Folders every mailbox has.
+STANDARD_FOLDERS = ("inbox", "sent", "drafts", "archive", "trash")
+
+
+class Mailbox(SeedModel):
+    """A mailbox the user works in."""
+
+    address: Email
+    """The mailbox's address; mail sent from it carries this sender."""
+    name: str = ""
+    """Display name of its owner."""
+    folders: list[str] = []
+    """Extra folders beside inbox, sent, drafts, archive and trash."""
+
+
+class Attachment(SeedModel):
+    """A file attached to a message."""
+
+    name: str = Field(min_length=1)
+    """File name, e.g. ``invoice.pdf``."""
+    content_type: str = "application/octet-stream"
+    """MIME type."""
+    text: str = ""
+    """Text content shown by mail_read (e.g. the text of a PDF)."""
+
+
+class Message(SeedModel):
+    """One mail message."""
+
+    id: str | None = None
+    """Stable id; default ``msg-<n>`` by position."""
+    mailbox: Email | None = None
+    """Address of the mailbox holding it; default the first mailbox."""
+    folder: str = "inbox"
+    """Folder: inbox, sent, drafts, archive, trash or one of the mailbox's own."""
+    thread_id: str | None = None
+    """Conversation it belongs to; default its own id."""
+    from_: Email = Field(alias="from")
+    """Sender address."""
+    to: EmailList = []
+    """Recipient addresses."""
+    cc: EmailList = []
+    """Copied addresses."""
+    bcc: EmailList = []
+    """Blind-copied addresses."""
+    subject: str = ""
+    """Subject line."""
+    body: str = ""
+    """Plain-text body."""
+    date: SeedTime = "now"
+    """When it was sent or received."""
+    read: bool = False
+    """Whether it has been read."""
+    attachments: list[Attachment] = []
+    """Attached files."""
+    in_reply_to: str | None = None
+    """Id of the message this one answers."""
+
+
+class MailSeed(SeedModel):
+    """Initial state of the mail service."""
+
+    mailboxes: list[Mailbox] = Field(default=[Mailbox(address="me@example.com", name="Me")], min_length=1)
+    """The user's mailboxes; the first is the default one."""
+    messages: list[Message] = []
+    """Messages in those mailboxes."""
+
+    @model_validator(mode="after")
+    def _refs(self) -> "MailSeed":
+        boxes = {b.address: set(STANDARD_FOLDERS) | set(b.folders) for b in self.mailboxes}
+        if len(boxes) != len(self.mailboxes):
+            raise ValueError("mailboxes: an address is listed twice")
+        ids = check_unique(self.messages, "msg", "messages")
+        for n, m in enumerate(self.messages):
+            box = m.mailbox or self.mailboxes[0].address
+            check_ref(m.mailbox, boxes, f"messages[{n}].mailbox", "mailbox")
+            if m.folder not in boxes[box]:
+                raise ValueError(f"messages[{n}].folder: unknown folder {m.folder!r}; "
+                                 f"mailbox {box!r} has {', '.join(sorted(boxes[box]))}")
+            check_ref(m.in_reply_to, set(ids), f"messages[{n}].in_reply_to", "message id")
+        return self
+
+
+SEED = MailSeed
+
+
+def seed(store: Store, data: MailSeed) -> None:
+    """Write the seed's records and settings."""
+    store.set_meta("mailboxes", [
+        {"address": b.address, "name": b.name, "folders": list(STANDARD_FOLDERS) + [f for f in b.folders if f not in STANDARD_FOLDERS]}
+        for b in data.mailboxes])
+    for rid, m in zip(check_unique(data.messages, "msg", "messages"), data.messages):
+        store.insert("messages", {
+            "id": rid, "mailbox": m.mailbox or data.mailboxes[0].address, "folder": m.folder,
+            "thread_id": m.thread_id or rid, "from": m.from_, "to": m.to, "cc": m.cc, "bcc": m.bcc,
+            "subject": m.subject, "body": m.body, "date": resolve_time(m.date, store.now), "read": m.read,
+            "attachments": [a.model_dump() for a in m.attachments], "in_reply_to": m.in_reply_to,
+        })
+
+
+def _summary(m: dict[str, Any]) -> dict[str, Any]:
+    return {"id": m["id"], "folder": m["folder"], "thread_id": m["thread_id"], "from": m["from"],
+            "to": m["to"], "subject": m["subject"], "date": m["date"], "read": m["read"],
+            "attachments": [a["name"] for a in m["attachments"]], "snippet": m["body"][:120]}
+
+
+def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+    """Add the allowed mail tools to ``mcp``."""
+    store = Store(ctx, NAME)
+    tool = tool_adder(mcp, allowed)
+
+    def get_box(address: str | None) -> dict[str, Any]:
+        boxes = store.meta("mailboxes") or [{"address": "me@example.com", "name": "Me", "folders": list(STANDARD_FOLDERS)}]
+        if address is None:
+            return boxes[0]
+        for b in boxes:
+            if b["address"] == address.lower():
+                return b
+        raise ToolError(f"Unknown mailbox {address!r}; mailboxes: {', '.join(b['address'] for b in boxes)}")
+
+    def folder_of(box: dict[str, Any], folder: str) -> str:
+        if folder not in box["folders"]:
+            raise ToolError(f"Unknown folder {folder!r}; folders: {', '.join(box['folders'])}")
+        return folder
+
+    def create(box: dict[str, Any], folder: str, action: str, **fields: Any) -> dict[str, Any]:
+        rid = store.new_id("messages", "msg")
+        rec = {"id": rid, "mailbox": box["address"], "folder": folder, "thread_id": fields.pop("thread_id", None) or rid,
+               "from": box["address"], "to": [], "cc": [], "bcc": [], "subject": "", "body": "",
+               "date": iso(store.now), "read": True, "attachments": [], "in_reply_to": None}
+        rec.update(fields)
+        store.insert("messages", rec)
+        store.audit(action, [rid], sorted(k for k in rec if k != "id"))
+        return rec
+
+    @tool("mail_list_folders", READ)
+    def mail_list_folders(mailbox: Box = None) -> dict:
+        """List the folders of a mailbox with their message and unread counts."""
+        with store.tx():
+            box = get_box(mailbox)
+            msgs = [m for m in store.all("messages") if m["mailbox"] == box["address"]]
+        return {"mailbox": box["address"], "folders": [
+            {"name": f, "total": sum(m["folder"] == f for m in msgs),
+             "unread": sum(m["folder"] == f and not m["read"] for m in msgs)} for f in box["folders"]]}
+
+    @tool("mail_list_messages", READ)
+    def mail_list_messages(folder: str = "inbox", unread_only: bool = False, mailbox: Box = None,
+                           offset: Offset = 0, limit: Limit = 20) -> dict:
+        """List messages of a folder, newest first."""
+        with store.tx():
+            box = get_box(mailbox)
+            folder_of(box, folder)
+            msgs = [m for m in store.all("messages") if m["mailbox"] == box["address"] and m["folder"] == folder
+                    and not (unread_only and m["read"])]
+        return page([_summary(m) for m in newest_first(msgs, "date")], offset, limit, "messages")
+
+    @tool("mail_search", READ)
+    def mail_search(
+        query: Annotated[str, Field(description="Words that must all occur in subject, body, addresses or attachment names.")] = "",
+        from_address: Annotated[str | None, Field(description="Only mail whose sender contains this text.")] = None,
+        to_address: Annotated[str | None, Field(description="Only mail whose recipients contain this text.")] = None,
+        folder: Annotated[str | None, Field(description="Only this folder; default all folders.")] = None,
+        has_attachment: Annotated[bool | None, Field(description="Only mail with (true) or without (false) attachments.")] = None,
+        after: Annotated[str | None, Field(description="Only mail sent at or after this ISO 8601 time.")] = None,
+        before: Annotated[str | None, Field(description="Only mail sent before this ISO 8601 time.")] = None,
+        mailbox: Box = None, offset: Offset = 0, limit: Limit = 20,
+    ) -> dict:
+        """Search messages, newest first."""
+        lo = iso(parse_time(after, "after")) if after else None
+        hi = iso(parse_time(before, "before")) if before else None
+        with store.tx():
+            box = get_box(mailbox)
+            if folder is not None:
+                folder_of(box, folder)
+            msgs = store.all("messages")
+        hits = [m for m in msgs if m["mailbox"] == box["address"]
+                and (folder is None or m["folder"] == folder)
+                and matches(query, m["subject"], m["body"], m["from"], *m["to"], *m["cc"], *(a["name"] for a in m["attachments"]))
+                and (from_address is None or from_address.lower() in m["from"])
+                and (to_address is None or any(to_address.lower() in a for a in m["to"] + m["cc"]))
+                and (has_attachment is None or bool(m["attachments"]) == has_attachment)
+                and (lo is None or m["date"] >= lo) and (hi is None or m["date"] < hi)]
+        return page([_summary(m) for m in newest_first(hits, "date")], offset, limit, "messages")
+
+    @tool("mail_read", READ)
+    def mail_read(message_id: MsgId) -> dict:
+        """Read a whole message, with its attachments' text and the other messages of its thread."""
+        with store.tx():
+            m = store.require("messages", message_id, "message")
+            thread = [_summary(t) for t in store.all("messages") if t["thread_id"] == m["thread_id"] and t["id"] != m["id"]]
+        return {**m, "thread": thread}
+
+
+    @tool("mail_send", hints(open_world=True))
+    def mail_send(to: Annotated[EmailList, Field(min_length=1, description="Recipient addresses.")],
+                  subject: str, body: str, cc: Recipients = [], bcc: Recipients = [],
+                  mailbox: Box = None) -> dict:
+        """Send a new message; it leaves the organisation and cannot be recalled."""
+        with store.tx():
+            box = get_box(mailbox)
+            rec = create(box, "sent", "send", to=to, cc=cc, bcc=bcc, subject=subject, body=body)
+        return {"status": "sent", "message": _summary(rec)}
+
+    @tool("mail_reply", hints(open_world=True))
+    def mail_reply(message_id: MsgId, body: str,
+                   reply_all: Annotated[bool, Field(description="Also reply to every other recipient.")] = False) -> dict:
+        """Reply to a message, in its thread; it leaves the organisation and cannot be recalled."""
+        with store.tx():
+            m = store.require("messages", message_id, "message")
+            box = get_box(m["mailbox"])
+            mine = m["from"] == box["address"]
+            to = list(m["to"]) if mine else [m["from"]]
+            cc = [a for a in m["to"] + m["cc"] if a != box["address"] and a not in to] if reply_all else []
+            subject = m["subject"] if m["subject"].lower().startswith("re:") else f"Re: {m['subject']}"
+            rec = create(box, "sent", "reply", to=to, cc=cc, subject=subject, body=body,
+                         thread_id=m["thread_id"], in_reply_to=m["id"])
+        return {"status": "sent", "message": _summary(rec)}
+
+    @tool("mail_forward", hints(open_world=True))
+    def mail_forward(message_id: MsgId,
+                     to: Annotated[EmailList, Field(min_length=1, description="Addresses to forward to.")],
+                     body: Annotated[str, Field(description="Note above the forwarded message.")] = "") -> dict:
+        """Forward a message with its attachments; it leaves the organisation and cannot be recalled."""
+        with store.tx():
+            m = store.require("messages", message_id, "message")
+            box = get_box(m["mailbox"])
+            quoted = f"{body}\n\n---------- Forwarded message ----------\nFrom: {m['from']}\nDate: {m['date']}\n" \
+                     f"Subject: {m['subject']}\n\n{m['body']}"
+            rec = create(box, "sent", "forward", to=to, subject=f"Fwd: {m['subject']}", body=quoted.lstrip("\n"),
+                         attachments=m["attachments"], thread_id=m["thread_id"], in_reply_to=m["id"])
+        return {"status": "sent", "message": _summary(rec)}
+
+    @tool("mail_draft", hints())
+    def mail_draft(to: Recipients = [], subject: str = "", body: str = "", cc: Recipients = [],
+                   in_reply_to: Annotated[str | None, Field(description="Id of the message this draft answers.")] = None,
+                   mailbox: Box = None) -> dict:
+        """Save a draft in the drafts folder without sending it."""
+        with store.tx():
+            box = get_box(mailbox)
+            thread = None
+            if in_reply_to is not None:
+                thread = store.require("messages", in_reply_to, "message")["thread_id"]
+            rec = create(box, "drafts", "draft", to=to, cc=cc, subject=subject, body=body,
+                         thread_id=thread, in_reply_to=in_reply_to)
+        return {"status": "draft saved", "message": _summary(rec)}
+
+    @tool("mail_move", hints(idempotent=True))
+    def mail_move(message_id: MsgId, folder: Annotated[str, Field(description="Destination folder.")]) -> dict:
+        """Move a message to another folder."""
+        with store.tx():
+            m = store.require("messages", message_id, "message")
+            folder_of(get_box(m["mailbox"]), folder)
+            rec, changed = store.update("messages", message_id, {"folder": folder})
+            store.audit("move", [message_id], changed)
+        return {"message": _summary(rec)}
+
+    @tool("mail_delete", hints(destructive=True))
+    def mail_delete(message_id: MsgId) -> dict:
+        """Move a message to trash; a message already in trash is deleted for good."""
+        with store.tx():
+            m = store.require("messages", message_id, "message")
+            if m["folder"] == "trash":
+                store.delete("messages", message_id)
+                store.audit("delete", [message_id], [])
+                return {"id": message_id, "status": "deleted permanently"}
+            store.update("messages", message_id, {"folder": "trash"})
+            store.audit("trash", [message_id], ["folder"])
+        return {"id": message_id, "status": "moved to trash"}
+
+    @tool("mail_mark_read", hints(idempotent=True))
+    def mail_mark_read(message_ids: Annotated[list[str], Field(min_length=1, description="Message ids.")],
+                       read: Annotated[bool, Field(description="True marks read, false marks unread.")] = True) -> dict:
+        """Mark messages read or unread."""
+        with store.tx():
+            for rid in message_ids:
+                store.require("messages", rid, "message")
+            changed = [rid for rid in message_ids if store.update("messages", rid, {"read": read})[1]]
+            if changed:
+                store.audit("mark_read" if read else "mark_unread", changed, ["read"])
+        return {"updated": changed, "read": read}

@@ -1,0 +1,150 @@
+"""All mock services together: the seed model, seeding and reset, tool registration, state dumps and diffs."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from types import ModuleType
+from typing import Any
+
+from fastmcp import FastMCP
+from pydantic import BaseModel, ConfigDict
+
+from ..formats import canonical_json
+from . import calendar, chat, contacts, crm, documents, expenses, kb, mail, tickets, todo
+from .base import ServiceContext, Store
+from .catalog import SERVICE_TOOLS
+from .calendar import CalendarSeed
+from .chat import ChatSeed
+from .contacts import ContactsSeed
+from .crm import CrmSeed
+from .documents import DocumentsSeed
+from .expenses import ExpensesSeed
+from .faults import FaultMiddleware
+from .kb import KbSeed
+from .mail import MailSeed
+from .tickets import TicketsSeed
+from .todo import TodoSeed
+
+#: Every service module by name. Each has NAME, SEED (its seed model), seed(store, data)
+#: and register(mcp, ctx, allowed).
+SERVICES: dict[str, ModuleType] = {
+    m.NAME: m for m in (mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo)
+}
+
+
+class ServicesSeed(BaseModel):
+    """Initial records of every mock service; a service left out starts empty."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+    mail: MailSeed | None = None
+    """Mailboxes and messages."""
+    calendar: CalendarSeed | None = None
+    """Calendars and events."""
+    contacts: ContactsSeed | None = None
+    """People and organisations."""
+    documents: DocumentsSeed | None = None
+    """Folders and documents with sharing and versions."""
+    tickets: TicketsSeed | None = None
+    """Helpdesk agents, tickets and comments."""
+    crm: CrmSeed | None = None
+    """Accounts, contacts, deals and activities."""
+    chat: ChatSeed | None = None
+    """Users, channels, direct messages and threads."""
+    kb: KbSeed | None = None
+    """Knowledge-base pages and offline web pages."""
+    expenses: ExpensesSeed | None = None
+    """Expense policy and claims."""
+    todo: TodoSeed | None = None
+    """Task lists and tasks."""
+
+
+def seed_all(ctx: ServiceContext, seed: ServicesSeed) -> None:
+    """Replace every service's state with the seeded one (services left out get their defaults).
+
+    Args:
+        ctx: The service context; its clock resolves relative seed times.
+        seed: The validated seed.
+    """
+    with ctx.lock, ctx.db:
+        ctx.db.execute("DELETE FROM records")
+        ctx.db.execute("DELETE FROM meta")
+        for name, module in SERVICES.items():
+            data = getattr(seed, name)
+            module.seed(Store(ctx, name), data if data is not None else module.SEED())
+        records = ctx.db.execute("SELECT * FROM records ORDER BY rowid").fetchall()
+        meta = ctx.db.execute("SELECT * FROM meta").fetchall()
+    ctx.snapshot = (seed, ctx.clock, records, meta)
+
+
+def reset(ctx: ServiceContext, seed: ServicesSeed) -> None:
+    """Restore exactly the seeded state (same state hash) and restart the fault counters.
+
+    The rows of the last seeding are re-inserted when the seed and clock are unchanged,
+    so a reset costs one delete and one bulk insert.
+    """
+    snap = ctx.snapshot
+    if snap is None or snap[0] is not seed or snap[1] != ctx.clock:
+        seed_all(ctx, seed)
+    else:
+        with ctx.lock, ctx.db:
+            ctx.db.execute("DELETE FROM records")
+            ctx.db.execute("DELETE FROM meta")
+            ctx.db.executemany("INSERT INTO records VALUES (?,?,?,?)", snap[2])
+            ctx.db.executemany("INSERT INTO meta VALUES (?,?,?)", snap[3])
+    if ctx.faults is not None:
+        ctx.faults.reset()
+
+
+def register_all(mcp: FastMCP, ctx: ServiceContext, allowed_tools: set[str]) -> None:
+    """Add the allowed service tools to ``mcp``; names of other tools are ignored.
+
+    When ``ctx.faults`` is set, the fault middleware is added too: call this after adding
+    the audit middleware, so the audit log also records calls that a fault failed.
+    """
+    for name, module in SERVICES.items():
+        wanted = set(SERVICE_TOOLS[name]) & set(allowed_tools)
+        if wanted:
+            module.register(mcp, ctx, wanted)
+    if ctx.faults is not None:
+        mcp.add_middleware(FaultMiddleware(ctx.faults, ctx.audit))
+
+
+def dump_state(db: Any) -> dict[str, dict[str, dict[str, Any]]]:
+    """Every service record as ``{service: {collection: {id: record}}}`` (JSON-able).
+
+    Args:
+        db: The services' sqlite3 connection (or a ServiceContext).
+    """
+    conn = getattr(db, "db", db)
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for service, collection, rid, data in conn.execute(
+            "SELECT service, collection, id, data FROM records ORDER BY service, collection, id"):
+        out.setdefault(service, {}).setdefault(collection, {})[rid] = json.loads(data)
+    return out
+
+
+def state_hash(dump: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a state dump."""
+    return hashlib.sha256(canonical_json(dump).encode()).hexdigest()
+
+
+def diff_state(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """What changed between two dumps, per service and collection.
+
+    Returns:
+        ``{service: {collection: {"created": [ids], "updated": {id: [fields]}, "deleted": [ids]}}}``
+        holding only the collections where something changed.
+    """
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for service in sorted(set(before) | set(after)):
+        b_svc, a_svc = before.get(service, {}), after.get(service, {})
+        for collection in sorted(set(b_svc) | set(a_svc)):
+            b, a = b_svc.get(collection, {}), a_svc.get(collection, {})
+            updated = {rid: sorted(k for k in set(b[rid]) | set(a[rid]) if b[rid].get(k) != a[rid].get(k))
+                       for rid in sorted(set(a) & set(b)) if a[rid] != b[rid]}
+            created, deleted = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+            if created or updated or deleted:
+                out.setdefault(service, {})[collection] = {"created": created, "updated": updated, "deleted": deleted}
+    return out

@@ -1,0 +1,37 @@
+"""Fixtures: one in-memory MCP server with every service, reset to the rich seed before each test."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from fastmcp import Client, FastMCP
+
+from runtime.services.base import ServiceContext, open_db
+from runtime.services.catalog import ALL_SERVICE_TOOLS
+from runtime.services.registry import ServicesSeed, register_all, reset, seed_all
+
+from .support import SEED_DATA, Env
+
+
+@pytest.fixture(scope="session")
+def env() -> Env:
+    seed = ServicesSeed.model_validate(SEED_DATA)
+    records: list[dict[str, Any]] = []
+    ctx = ServiceContext(db=open_db(), audit=records.append)
+    seed_all(ctx, seed)
+    mcp = FastMCP("services-test")
+    register_all(mcp, ctx, set(ALL_SERVICE_TOOLS))
+    return Env(ctx, mcp, seed, records)
+
+
+@pytest.fixture(scope="session")
+async def client(env: Env):
+    async with Client(env.mcp) as c:
+        yield c
+
+
+@pytest.fixture(autouse=True)
+def _fresh(env: Env) -> None:
+    reset(env.ctx, env.seed)
+    env.audit.clear()
