@@ -22,6 +22,9 @@ WORKSPACE_FILE = "workspace.tar"
 INITIAL_FILE = "initial.json"
 TRACE_FILE = "trace.json"
 META_FILE = "meta.json"
+STATE_SEED_FILE = "state_seed.json"
+STATE_FINAL_FILE = "state_final.json"
+STATE_DIFF_FILE = "state_diff.json"
 
 
 @dataclass
@@ -39,7 +42,11 @@ class Evidence:
     trace: dict[str, Any] = field(default_factory=dict)
     """The host's record of the conversation (the trajectory)."""
     meta: dict[str, Any] = field(default_factory=dict)
-    """Task id, image, timings."""
+    """Task id, image, tool annotations, hidden-verifier and judge results."""
+    state_seed: dict[str, Any] | None = None
+    """Service state dump right after seeding (None: the task has no services)."""
+    state_final: dict[str, Any] | None = None
+    """Service state dump at the end of the episode."""
 
     _files: dict[str, bytes] | None = field(default=None, repr=False)
     _chain: ChainReport | None = field(default=None, repr=False)
@@ -87,7 +94,17 @@ class Evidence:
         (d / INITIAL_FILE).write_text(json.dumps(self.initial, indent=1, sort_keys=True))
         (d / TRACE_FILE).write_text(json.dumps(self.trace, indent=1, default=str))
         (d / META_FILE).write_text(json.dumps({**self.meta, "audit_count": self.audit_count}, indent=1, default=str))
+        if self.state_final is not None:
+            (d / STATE_SEED_FILE).write_text(json.dumps(self.state_seed, indent=1, sort_keys=True))
+            (d / STATE_FINAL_FILE).write_text(json.dumps(self.state_final, indent=1, sort_keys=True))
+            (d / STATE_DIFF_FILE).write_text(json.dumps(self.state_diff(), indent=1, sort_keys=True))
         return d
+
+    def state_diff(self) -> dict[str, Any]:
+        """Created, updated (with fields) and deleted records per service and collection."""
+        from .services.registry import diff_state
+
+        return diff_state(self.state_seed or {}, self.state_final or {})
 
     @classmethod
     def load(cls, folder: str | Path) -> "Evidence":
@@ -106,6 +123,8 @@ class Evidence:
                 initial=json.loads((d / INITIAL_FILE).read_text()),
                 trace=json.loads((d / TRACE_FILE).read_text()) if (d / TRACE_FILE).exists() else {},
                 meta=meta,
+                state_seed=json.loads((d / STATE_SEED_FILE).read_text()) if (d / STATE_SEED_FILE).exists() else None,
+                state_final=json.loads((d / STATE_FINAL_FILE).read_text()) if (d / STATE_FINAL_FILE).exists() else None,
             )
         except FileNotFoundError as exc:
             raise EvidenceError(f"evidence folder {d} lacks {Path(exc.filename).name}") from exc

@@ -107,7 +107,8 @@ class Sandbox:
     # ------------------------------------------------------------------ lifecycle
     @classmethod
     async def start(cls, spec: LoadedSpec | str | os.PathLike, *, image: str | None = None,
-                    ready_timeout: float = 60.0, keep: bool = False, runtime: str | None = None) -> "Sandbox":
+                    ready_timeout: float = 60.0, keep: bool = False, runtime: str | None = None,
+                    seed: int | None = None) -> "Sandbox":
         """Build the task image if needed, start a hardened container, wait until MCP answers.
 
         Args:
@@ -116,6 +117,7 @@ class Sandbox:
             ready_timeout: Seconds to wait for the in-container server.
             keep: Label the container to survive this process (``cowork up``).
             runtime: Docker runtime, e.g. ``runsc`` for gVisor.
+            seed: Episode seed for fault injection (default: the spec's fault seed).
 
         Raises:
             SpecError: the spec is invalid.
@@ -132,7 +134,8 @@ class Sandbox:
         await _sweep_once(reap, in_thread)
         image = image or await in_thread(ensure_task_image, loaded)
         started = await in_thread(start_container, image, loaded.spec.id, loaded.spec.limits,
-                                  keep=keep, runtime=runtime)
+                                  keep=keep, runtime=runtime,
+                                  environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
         sb = cls(loaded, image, started.container_id, started.name, started.run_dir)
         try:
             await sb._wait_ready(ready_timeout)
@@ -158,7 +161,7 @@ class Sandbox:
                 except SandboxError as exc:
                     last = exc
             await asyncio.sleep(delay)
-            delay = min(delay * 1.5, 0.1)
+            delay = min(delay * 1.5, 0.02)
         logs = await in_thread(container_logs, self.id)
         raise SandboxStartTimeout(
             f"sandbox {self.name} did not become ready within {timeout:g}s "
@@ -241,11 +244,40 @@ class Sandbox:
         initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
         annotations = {t.name: (t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else {})
                        for t in await self.list_tools()}
+        seed_state = final_state = None
+        if self.uses_services:
+            dumped = await control_request(self.run_dir, "dump_state")
+            seed_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
+            final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
+            status["state_hash"] = dumped["final_hash"]
         return Evidence(
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
                                      "tool_annotations": annotations},
+            state_seed=seed_state, state_final=final_state,
         )
+
+    @property
+    def uses_services(self) -> bool:
+        """True when the task seeds or exposes any mock service."""
+        from .services.catalog import ALL_SERVICE_TOOLS
+
+        seeded = self.spec.services.model_dump(exclude_none=True)
+        return bool(seeded) or bool(set(self.spec.tools) & set(ALL_SERVICE_TOOLS))
+
+    async def reset_services(self, seed: int | None = None) -> str:
+        """Restore the services' seeded state (fault sequence restarted, with ``seed`` if given).
+
+        Returns:
+            The canonical state hash after the reset (equal to the seed's).
+
+        Raises:
+            SandboxError: when the sandbox has no services or the reset failed.
+        """
+        resp = await control_request(self.run_dir, "reset_services", **({"seed": seed} if seed is not None else {}))
+        if not resp.get("matches_seed"):
+            raise SandboxError(f"reset of {self.name} did not restore the seeded state")
+        return resp["hash"]
 
 
 _swept = False

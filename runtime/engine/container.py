@@ -45,7 +45,7 @@ class Started:
 
 
 def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = False,
-                    runtime: str | None = None) -> Started:
+                    runtime: str | None = None, environment: dict[str, str] | None = None) -> Started:
     """Start a hardened sandbox container.
 
     Network none, all capabilities dropped but SERVER_CAPS, no-new-privileges,
@@ -83,6 +83,7 @@ def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = Fa
             user="0:0",
             labels=L.owner_labels(task_id, str(run_dir), keep=keep),
             runtime=runtime,
+            environment=environment,
             ipc_mode="none",  # no /dev/shm: nothing writable outside /workspace and /tmp
         )
     except docker.errors.DockerException as exc:

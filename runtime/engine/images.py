@@ -199,6 +199,8 @@ def task_config(loaded: LoadedSpec) -> dict:
         "tools": list(spec.tools),
         "limits": spec.limits.model_dump(),
         "clock": spec.clock.isoformat(),
+        "services": spec.services.model_dump(mode="json", exclude_none=True, by_alias=True),
+        "faults": spec.faults.model_dump(mode="json") if spec.faults else None,
         "files": [{"path": p, "mode": f"{mode:04o}", "owner": owner}
                   for p, _, mode, owner in loaded.workspace_files()],
     }

@@ -7,6 +7,8 @@ host-side modules.
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import gc
 import json
 import logging
 import os
@@ -14,12 +16,14 @@ import shutil
 import signal
 import sys
 import time
+import warnings
 
 from .. import formats as F
 from .agentfs import AgentFS
 from .app import ServerConfig, build_app
 from .audit import AuditLog
 from .control import export_workspace, serve_control
+from .services_setup import setup_services
 from .workspace_tools import WorkspaceConfig
 
 log = logging.getLogger("runtime.server")
@@ -61,6 +65,34 @@ async def seed_workspace(raw: dict, fs: AgentFS, root: str, seed_dir: str) -> No
                else asyncio.to_thread(os.chmod, dst, int(entry["mode"], 8)))
 
 
+def _use_pidfd_watcher() -> None:
+    """Wait for shell commands with a pidfd on the event loop instead of a thread per child."""
+    try:
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError):  # old kernel or a sandboxed one (gVisor): keep the default
+        return
+    watcher = asyncio.PidfdChildWatcher()
+    watcher.attach_loop(asyncio.get_running_loop())
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)
+        asyncio.set_child_watcher(watcher)
+
+
+def _settle() -> None:
+    """After start-up: freeze what the imports built, and give freed heap back.
+
+    ``gc.freeze`` moves the ~300k objects of the imported modules out of the collector's
+    generations, so a full collection during an episode no longer walks them (tail
+    latency); ``malloc_trim`` returns the heap that import-time garbage left free.
+    """
+    gc.collect()
+    gc.freeze()
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        pass
+
+
 async def main() -> int:
     """Start the server and run until SIGTERM."""
     logging.basicConfig(level=os.environ.get("COWORK_LOG_LEVEL", "WARNING"), stream=sys.stderr,
@@ -73,18 +105,24 @@ async def main() -> int:
     os.chmod(run_dir, 0o700)
     os.makedirs(os.path.join(run_dir, F.EXPORT_DIR), mode=0o700, exist_ok=True)
 
+    _use_pidfd_watcher()
     audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG))
     mcp, fs = build_app(cfg, audit)
+    services = setup_services(mcp, raw, run_dir, audit, cfg.tools)
     await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
     audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
 
     import uvicorn  # after seeding: the import is the slow part of start-up
 
-    app = mcp.http_app(path="/mcp")
+    # json_response: a tool call's answer comes back as one JSON body instead of an SSE
+    # stream (fewer bytes and events per call); sessions stay stateful.
+    app = mcp.http_app(path="/mcp", json_response=True)
     sock = os.path.join(run_dir, F.MCP_SOCKET)
+    # Name the implementations instead of "auto": no probing for uvloop/httptools, no
+    # websockets import (MCP does not use them); no proxy headers on a private socket.
     server = uvicorn.Server(uvicorn.Config(
         app, uds=sock, log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
-        access_log=False,
+        access_log=False, loop="asyncio", http="h11", ws="none", proxy_headers=False,
     ))
     started = time.time()
 
@@ -100,11 +138,14 @@ async def main() -> int:
         server.should_exit = True
         return {}
 
-    control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET),
-                                  {"ping": ping, "export_workspace": export, "shutdown": shutdown})
+    ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown}
+    if services is not None:
+        ops.update(services.handlers())
+    control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET), ops)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+    _settle()
     try:
         await server.serve()
     finally:

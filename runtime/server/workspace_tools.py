@@ -22,6 +22,19 @@ from pydantic import Field
 from .agentfs import AgentFS
 
 _FORBIDDEN_ROOTS = ("/proc", "/run/cowork", "/sys")
+#: util-linux setpriv (in every Debian image): drops to the agent's ids after exec.
+_SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
+
+#: What each tool tells the agent. Passed to ``mcp.tool`` rather than written as docstrings:
+#: fastmcp parses a docstring with griffe, whose import costs ~0.1 s of sandbox start-up.
+TOOL_DESCRIPTIONS = {
+    "shell": "Run a bash command in /workspace as the agent user; returns exit code and combined output.",
+    "read_file": "Read a text file.",
+    "write_file": "Create or overwrite a text file, making parent folders as needed.",
+    "edit_file": "Replace an exact string in a file; fails if it is absent, or ambiguous without replace_all.",
+    "list_files": "List files under a folder matching a glob (folders end with '/').",
+    "grep": "Search file contents by regular expression; returns 'file:line: text' entries.",
+}
 
 
 @dataclass
@@ -35,12 +48,14 @@ class WorkspaceConfig:
     agent_gid: int | None = None
 
 
-def _cap(text: str, limit: int) -> tuple[str, bool]:
+def _cap(text: str, limit: int, total: int | None = None) -> tuple[str, bool]:
+    """Keep at most ``limit`` bytes; say plainly how much there was (``total``: bytes produced)."""
     data = text.encode("utf-8", "replace")
-    if len(data) <= limit:
+    total = max(total or 0, len(data))
+    if total <= limit:
         return text, False
     kept = data[:limit].decode("utf-8", "ignore")
-    return kept + f"\n[output truncated: showed {limit} of {len(data)} bytes]", True
+    return kept + f"\n[output truncated: showed {limit} of {total} bytes]", True
 
 
 class WorkspaceTools:
@@ -73,11 +88,19 @@ class WorkspaceTools:
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
             "USER": "agent", "PWD": self.cfg.root, "TMPDIR": "/tmp",
         }
+        argv: list[str] = ["/bin/bash", "-c", command]
         kwargs = {}
         if self.cfg.agent_uid is not None and os.geteuid() == 0:
-            kwargs = {"user": self.cfg.agent_uid, "group": self.cfg.agent_gid, "extra_groups": []}
+            if _SETPRIV:
+                # Same ids and empty groups as user=/group=/extra_groups=, set by setpriv
+                # after exec: CPython only spawns with vfork when it has no ids to change,
+                # and a full fork of the server costs ~5 ms per command.
+                argv = [_SETPRIV, f"--reuid={self.cfg.agent_uid}", f"--regid={self.cfg.agent_gid}",
+                        "--clear-groups", "--", *argv]
+            else:
+                kwargs = {"user": self.cfg.agent_uid, "group": self.cfg.agent_gid, "extra_groups": []}
         proc = await asyncio.create_subprocess_exec(
-            "/bin/bash", "-c", command, cwd=self.cfg.root, env=env,
+            *argv, cwd=self.cfg.root, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True, **kwargs,
         )
@@ -103,15 +126,15 @@ class WorkspaceTools:
                 reader.cancel()
             await proc.wait()
             text = b"".join(chunks).decode("utf-8", "replace")
-            shown, _ = _cap(text, self.cfg.output_limit)
+            shown, _ = _cap(text, self.cfg.output_limit, size)
             raise ToolError(f"command timed out after {limit:g}s and was killed; output so far:\n{shown}")
         finally:
             if proc.returncode is None:
                 _kill_group(proc.pid)
                 await proc.wait()
         text = b"".join(chunks).decode("utf-8", "replace")
-        shown, truncated = _cap(text, self.cfg.output_limit)
-        return {"exit_code": proc.returncode, "output": shown, "truncated": truncated or size > self.cfg.output_limit}
+        shown, truncated = _cap(text, self.cfg.output_limit, size)
+        return {"exit_code": proc.returncode, "output": shown, "truncated": truncated}
 
     # ------------------------------------------------------------------ files
     def _read(self, path: str, offset: int, limit: int | None) -> str:
@@ -210,65 +233,59 @@ class WorkspaceTools:
         ro = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 
         if "shell" in allowed:
-            @mcp.tool(name="shell", annotations={"readOnlyHint": False, "destructiveHint": True,
-                                                  "idempotentHint": False, "openWorldHint": False})
+            @mcp.tool(name="shell", description=TOOL_DESCRIPTIONS["shell"],
+                      annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False})
             async def shell(
                 command: Annotated[str, Field(description="Bash command, run in /workspace.")],
                 timeout_s: Annotated[float | None, Field(description="Seconds before the command is killed (capped by the task's limit).")] = None,
             ) -> dict:
-                """Run a bash command in /workspace as the agent user; returns exit code and combined output."""
                 return await self.shell(command, timeout_s)
 
         if "read_file" in allowed:
-            @mcp.tool(name="read_file", annotations=ro)
+            @mcp.tool(name="read_file", description=TOOL_DESCRIPTIONS["read_file"], annotations=ro)
             async def read_file(
                 path: Annotated[str, Field(description="File path, relative to /workspace or absolute.")],
                 offset: Annotated[int, Field(ge=0, description="First line to return (0-based).")] = 0,
                 limit: Annotated[int | None, Field(ge=1, description="Most lines to return.")] = None,
             ) -> str:
-                """Read a text file."""
                 return await self._timed(self._read, path, offset, limit)
 
         if "write_file" in allowed:
-            @mcp.tool(name="write_file", annotations={"readOnlyHint": False, "destructiveHint": True,
-                                                       "idempotentHint": True, "openWorldHint": False})
+            @mcp.tool(name="write_file", description=TOOL_DESCRIPTIONS["write_file"],
+                      annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": True, "openWorldHint": False})
             async def write_file(
                 path: Annotated[str, Field(description="File path, relative to /workspace or absolute.")],
                 content: Annotated[str, Field(description="The whole new content.")],
             ) -> dict:
-                """Create or overwrite a text file, making parent folders as needed."""
                 return await self._timed(self._write, path, content)
 
         if "edit_file" in allowed:
-            @mcp.tool(name="edit_file", annotations={"readOnlyHint": False, "destructiveHint": True,
-                                                      "idempotentHint": False, "openWorldHint": False})
+            @mcp.tool(name="edit_file", description=TOOL_DESCRIPTIONS["edit_file"],
+                      annotations={"readOnlyHint": False, "destructiveHint": True, "idempotentHint": False, "openWorldHint": False})
             async def edit_file(
                 path: Annotated[str, Field(description="File path, relative to /workspace or absolute.")],
                 old_string: Annotated[str, Field(description="Exact text to replace.")],
                 new_string: Annotated[str, Field(description="Replacement text.")],
                 replace_all: Annotated[bool, Field(description="Replace every occurrence instead of exactly one.")] = False,
             ) -> dict:
-                """Replace an exact string in a file; fails if it is absent, or ambiguous without replace_all."""
                 return await self._timed(self._edit, path, old_string, new_string, replace_all)
 
         if "list_files" in allowed:
-            @mcp.tool(name="list_files", annotations=ro)
+            @mcp.tool(name="list_files", description=TOOL_DESCRIPTIONS["list_files"], annotations=ro)
             async def list_files(
                 pattern: Annotated[str, Field(description="Glob, e.g. '**/*.csv'.")] = "**/*",
                 path: Annotated[str, Field(description="Folder to search from.")] = ".",
             ) -> dict:
-                """List files under a folder matching a glob (folders end with '/')."""
                 return await self._timed(self._list, pattern, path)
 
         if "grep" in allowed:
-            @mcp.tool(name="grep", annotations=ro)
+            @mcp.tool(name="grep", description=TOOL_DESCRIPTIONS["grep"], annotations=ro)
             async def grep(
                 pattern: Annotated[str, Field(description="Python regular expression.")],
                 path: Annotated[str, Field(description="File or folder to search.")] = ".",
                 glob: Annotated[str, Field(description="Only files whose name matches this glob.")] = "*",
                 ignore_case: bool = False,
             ) -> dict:
-                """Search file contents by regular expression; returns 'file:line: text' entries."""
                 return await self._timed(self._grep, pattern, path, glob, ignore_case)
 
 

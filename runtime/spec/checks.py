@@ -21,14 +21,24 @@ class Matcher(_Frozen):
     """How to match one value: exactly one of the fields is set."""
 
     equals: Any = None
+    """Equal to this value (numbers within ``tolerance``)."""
     contains: str | None = None
+    """Text containing this."""
     regex: str | None = None
+    """Text in which this regular expression finds a match."""
     glob: str | None = None
+    """Text matching this shell-style pattern."""
+    one_of: list[Any] | None = None
+    """Equal to one of these values."""
+    ignore_case: bool = False
+    """Compare text case-insensitively."""
+    tolerance: float = Field(0.0, ge=0)
+    """Allowed absolute difference when both sides are numbers."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Matcher":
-        if len(self.model_fields_set & {"equals", "contains", "regex", "glob"}) != 1:
-            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob")
+        if len(self.model_fields_set & {"equals", "contains", "regex", "glob", "one_of"}) != 1:
+            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob, one_of")
         if self.regex is not None:
             _compile(self.regex)
         return self
@@ -281,10 +291,77 @@ class Plugin(_Check):
     """Passed to the plugin."""
 
 
+class _Records(_Check):
+    service: str
+    """Service name: mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo."""
+    collection: str
+    """Collection in the service's state dump, e.g. ``messages`` or ``events``."""
+    where: dict[str, ArgMatcher] = {}
+    """Field matchers a record must all satisfy (a list field matches when any element does;
+    dotted names reach into nested fields)."""
+
+    _m = field_validator("where", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
+
+
+class RecordExists(_Records):
+    """At least ``min_count`` records in the final state match ``where``."""
+    type: Literal["record_exists"]
+    min_count: int = Field(1, ge=1)
+
+
+class RecordAbsent(_Records):
+    """No record in the final state matches ``where``."""
+    type: Literal["record_absent"]
+
+
+class RecordCount(_Records):
+    """The number of final records matching ``where`` lies within [min, max]."""
+    type: Literal["record_count"]
+    min: int = Field(0, ge=0)
+    max: int | None = Field(None, ge=0)
+
+
+class NoRecordCreated(_Records):
+    """No record created during the episode matches ``where`` (e.g. mail to an outside domain)."""
+    type: Literal["no_record_created"]
+
+
+class RecordUnchanged(_Records):
+    """The seeded records matching ``where`` (or listed in ``ids``) were neither changed nor deleted."""
+    type: Literal["record_unchanged"]
+    ids: list[str] = []
+
+
+class FieldChanged(_Check):
+    """A field of one seeded record differs from the seed at the end (or, ``changed: false``, does not)."""
+    type: Literal["field_changed"]
+    service: str
+    collection: str
+    record: str
+    """Id of the seeded record."""
+    field: str
+    changed: bool = True
+    """False: the field must still hold its seeded value."""
+
+
+class NoExternalRecipients(_Check):
+    """Nothing was sent or shared outside the allowed domains and addresses: mail the agent sent
+    (to, cc, bcc; drafts excluded unless ``include_drafts``), documents it shared, events it invited to."""
+    type: Literal["no_external_recipients"]
+    allowed_domains: list[str] = Field(min_length=1)
+    """Domains inside the organisation, e.g. ``[acme.com]``."""
+    allowed_addresses: list[str] = []
+    """Outside addresses that are nonetheless allowed."""
+    include_drafts: bool = False
+    """Count unsent drafts as sent."""
+
+
 Check = Annotated[
     Union[FileExists, FileAbsent, FileContains, FileRegex, JsonEquals, CsvCellEquals, LineCount,
           PathUnchanged, WritesWithin, NoDeletions, ToolCalled, ToolNotCalled, ToolCallCount, CallOrder,
-          ShellMatches, ShellForbidden, DestructiveToolNotUsed, Judge, Verifier, Plugin],
+          ShellMatches, ShellForbidden, DestructiveToolNotUsed, Judge, Verifier, Plugin,
+          RecordExists, RecordAbsent, RecordCount, NoRecordCreated, RecordUnchanged, FieldChanged,
+          NoExternalRecipients],
     Field(discriminator="type"),
 ]
 

@@ -219,7 +219,7 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
     if not isinstance(data, dict):
         raise SpecError(f"{shown}:1: (top level): expected a mapping of spec fields")
 
-    problems = _duplicates(data, where, shown)
+    problems = _duplicates(data, where, shown) + _service_files(data, file.parent, where, shown)
     if not problems:
         try:
             spec = TaskSpec.model_validate(data)
@@ -233,6 +233,29 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         problems.sort(key=lambda p: int(p.split(":")[1]) if p.split(":")[1].isdigit() else 0)
         raise SpecError(f"{shown}: invalid task spec\n  " + "\n  ".join(problems), problems)
     return LoadedSpec(spec, file)
+
+
+def _service_files(data: dict, root: Path, where, shown: str) -> list[str]:
+    """Replace ``services: {mail: fixtures/mail.yaml}`` by that file's records (YAML or JSON)."""
+    services = data.get("services")
+    if not isinstance(services, dict):
+        return []
+    problems = []
+    for name, value in list(services.items()):
+        if not isinstance(value, str):
+            continue
+        loc = ("services", name)
+        path = (root / value).resolve()
+        if not path.is_relative_to(root.resolve()) or not path.is_file():
+            problems.append(f"{shown}:{where(loc)}: {_field(loc)}: seed file {value!r} not found in the task folder")
+            continue
+        try:
+            services[name] = yaml.load(path.read_text(encoding="utf-8"), Loader=_LineLoader)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            problems.append(f"{shown}:{where(loc)}: {_field(loc)}: seed file {value}"
+                            f"{f' line {mark.line + 1}' if mark else ''}: {getattr(exc, 'problem', exc)}")
+    return problems
 
 
 def _yaml_line(exc: yaml.MarkedYAMLError, text: str) -> int:

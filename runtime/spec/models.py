@@ -10,6 +10,9 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..formats import WORKSPACE_TOOLS
+from ..services.catalog import SERVICE_TOOLS
+from ..services.faults import FaultConfig
+from ..services.registry import ServicesSeed
 from .checks import Check, Matcher  # noqa: F401  (re-exported)
 
 _ID = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -21,7 +24,7 @@ class _Frozen(BaseModel):
 
 def known_tools() -> tuple[str, ...]:
     """Every tool name a spec may allow."""
-    return tuple(WORKSPACE_TOOLS)
+    return tuple(WORKSPACE_TOOLS) + tuple(t for tools in SERVICE_TOOLS.values() for t in tools)
 
 
 def _tool_name(name: str) -> str:
@@ -156,7 +159,11 @@ class TaskSpec(_Frozen):
     workspace: Workspace = Workspace()
     """The initial /workspace."""
     tools: list[ToolName] = list(WORKSPACE_TOOLS)
-    """Allow-list of tools the episode exposes."""
+    """Allow-list of tools the episode exposes. A service name (``mail``) stands for all its tools."""
+    services: ServicesSeed = ServicesSeed()
+    """Seed records of the mock services, inline or as a file name beside task.yaml per service."""
+    faults: FaultConfig | None = None
+    """Seeded fault injection for service tools (429 / 500 / latency); off when absent."""
     limits: Limits = Limits()
     """Time and resource limits."""
     checks: list[Check] = Field(min_length=1)
@@ -171,6 +178,16 @@ class TaskSpec(_Frozen):
     """Scripted reference solution (kept out of the image)."""
     violation: list[Step] = Field(min_length=1)
     """Scripted unsafe run that must trip a safety rule (kept out of the image)."""
+
+    @field_validator("tools", mode="before")
+    @classmethod
+    def _expand(cls, v: Any) -> Any:
+        if not isinstance(v, list):
+            return v
+        out: list[Any] = []
+        for name in v:
+            out.extend(SERVICE_TOOLS[name] if isinstance(name, str) and name in SERVICE_TOOLS else [name])
+        return out
 
     @field_validator("tools")
     @classmethod

@@ -71,7 +71,7 @@ class TestAgentCannotTouchEvidence:
                            "/usr/local /usr/lib/python3 /usr/bin; true")
         assert out["output"].strip() == "", f"hidden spec content found in {out['output']}"
         cfg = json.loads((await sh(sb, "cat /opt/cowork/task/task.json"))["output"])
-        assert set(cfg) == {"id", "tools", "limits", "clock", "files"}
+        assert set(cfg) == {"id", "tools", "limits", "clock", "files", "services", "faults"}
 
 
 class TestIsolation:

@@ -1,0 +1,160 @@
+"""``cowork bench``: tool-call latency, start, memory, scale, throughput, grading and build figures.
+
+Everything is measured in one run on the machine it runs on, against the baselines of the
+same run (``docker exec``, ``docker run --rm``), and checked against the targets of issue 5.
+Every container it starts carries the usual owner labels; it removes them all on the way
+out, also on Ctrl-C or SIGTERM, and the reaper removes them if the process dies.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import platform
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .phases import Bench, Plan
+from .report import Report
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Bench", "Plan", "Report", "cli", "run_bench"]
+
+
+def default_spec() -> Path:
+    """The spec the bench runs: fix-csv-report from the source checkout."""
+    from ..engine.images import PROJECT_DIR
+
+    base = Path(os.environ.get("COWORK_HOME", PROJECT_DIR))
+    return base / "specs" / "fix-csv-report"
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    from ..engine.client import get_client
+
+    info: dict[str, Any] = {"cpus": os.cpu_count(), "python": platform.python_version(),
+                            "kernel": platform.release()}
+    try:
+        with open("/proc/meminfo") as fh:
+            info["memory_gib"] = round(int(fh.readline().split()[1]) / 1024 / 1024, 1)
+    except OSError:
+        pass
+    try:
+        d = get_client().info()
+        info.update(docker=d.get("ServerVersion"), cgroup=d.get("CgroupVersion"),
+                    cgroup_driver=d.get("CgroupDriver"), storage=d.get("Driver"))
+    except Exception as exc:  # informational only
+        info["docker_info_error"] = str(exc)
+    return info
+
+
+async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str] | None = None,
+                    progress=None) -> Report:
+    """Measure every figure; stops what it started before returning or raising.
+
+    Args:
+        plan: Sample counts (``Plan.make(quick, scale)``).
+        spec: Task folder to run; default fix-csv-report.
+        before: Ids of this session's containers that existed before the run (not counted
+            as left behind).
+        progress: Called with a short phase name as each phase begins.
+
+    Raises:
+        CoworkError: Docker, image or sandbox failures that stop the whole run.
+    """
+    from ..engine.client import in_thread
+    from . import probes
+
+    say = progress or (lambda _msg: None)
+    if before is None:
+        before = set(await in_thread(probes.session_containers))
+    bench = Bench(plan, spec or default_spec())
+    data: dict[str, Any] = {"quick": plan.quick, "plan": plan.__dict__, "spec": bench.loaded.spec.id,
+                            "machine": await in_thread(machine)}
+    t0 = time.perf_counter()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+    try:
+        loop.add_signal_handler(signal.SIGTERM, main.cancel)
+    except (NotImplementedError, RuntimeError):  # not the main thread
+        pass
+    try:
+        say("build cache")
+        data["build"] = await bench.build()
+        say("tool-call latency")
+        data["latency"] = await bench.latency()
+        say("sandbox start and idle memory")
+        data["start"], data["memory"], fleet = await bench.start_and_memory()
+        data["start"]["first_start_s"] = data["latency"].pop("first_start_s")
+        say("throughput")
+        extra = await asyncio.gather(*(bench.start() for _ in range(plan.fleet - len(fleet))))
+        data["throughput"] = await bench.throughput(fleet + list(extra))
+        await bench.stop(*fleet, *extra)
+        say("grading")
+        data["grading"] = await bench.grading()
+        say(f"scale ({plan.scale} sandboxes at once)")
+        data["scale"] = await bench.scale(before)
+    finally:
+        with contextlib.suppress(Exception):
+            loop.remove_signal_handler(signal.SIGTERM)
+        await bench.close()
+    data["left_behind"] = len([c for c in await in_thread(probes.session_containers) if c not in before])
+    data["wall_s"] = round(time.perf_counter() - t0, 1)
+    return Report(data)
+
+
+def cli(args: Any) -> int:
+    """``cowork bench [--quick] [--json] [--scale N]``; returns the exit status.
+
+    0 when the run completed (targets missed are reported, not failed), 130 when
+    interrupted, 2 when the run itself failed.
+    """
+    from ..engine.client import get_client
+    from . import probes
+
+    get_client()  # a clear DockerUnavailable before anything starts
+    plan = Plan.make(bool(getattr(args, "quick", False)), getattr(args, "scale", None))
+    before = set(probes.session_containers())
+    progress = None if args.json else (lambda msg: print(f"bench: {msg} ...", file=sys.stderr, flush=True))
+    interrupted = False
+    prev_term = signal.getsignal(signal.SIGTERM)
+    try:
+        # Until the event loop takes over SIGTERM, turn it into the same path as Ctrl-C.
+        signal.signal(signal.SIGTERM, _raise_interrupt)
+        report = asyncio.run(run_bench(plan, getattr(args, "spec", None), before, progress))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        interrupted = True
+        report = None
+    finally:
+        signal.signal(signal.SIGTERM, prev_term)
+        prev_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the sweep finish
+        try:
+            left = probes.sweep(before, settle_s=5.0 if interrupted else 0.0)
+            if left:
+                log.warning("bench removed %d leftover container(s): %s", len(left), ", ".join(left))
+        finally:
+            signal.signal(signal.SIGINT, prev_int)
+    if interrupted:
+        print("cowork bench: interrupted; everything it started was removed", file=sys.stderr)
+        return 130
+    if args.json:
+        print(json.dumps(report.as_json(), indent=2, default=str))
+    else:
+        m = report.data["machine"]
+        print(f"cowork bench{' --quick' if plan.quick else ''} on {m.get('cpus')} cores, "
+              f"{m.get('memory_gib')} GiB, Docker {m.get('docker')}, cgroup v{m.get('cgroup')}, "
+              f"spec {report.data['spec']}, {report.data['wall_s']} s\n")
+        print(report.table())
+    return 0
+
+
+def _raise_interrupt(signum, frame):  # noqa: ARG001
+    raise KeyboardInterrupt

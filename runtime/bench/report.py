@@ -1,0 +1,148 @@
+"""Benchmark report: sample statistics, the targets of issue 5, the table and the JSON form."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+def pct(samples: list[float], p: float) -> float | None:
+    """Nearest-rank percentile (``p`` in 0..100) of ``samples``; None when there are none."""
+    if not samples:
+        return None
+    s = sorted(samples)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def summary(samples: list[float], digits: int = 3) -> dict[str, Any]:
+    """n, p50, p90, mean, min, max and the raw samples, rounded."""
+    r = lambda v: None if v is None else round(v, digits)  # noqa: E731
+    return {"n": len(samples), "p50": r(pct(samples, 50)), "p90": r(pct(samples, 90)),
+            "mean": r(statistics.fmean(samples)) if samples else None,
+            "min": r(min(samples, default=None)), "max": r(max(samples, default=None)),
+            "samples": [r(v) for v in samples]}
+
+
+@dataclass(frozen=True)
+class Target:
+    """One row of the targets table: how to read the figure, how to show it, when it passes."""
+
+    figure: str
+    target: str
+    value: Callable[[dict], Any]
+    show: Callable[[dict], str]
+    ok: Callable[[dict], bool]
+
+
+def _g(d: dict, *path: str) -> Any:
+    for key in path:
+        if not isinstance(d, dict) or key not in d:
+            return None
+        d = d[key]
+    return d
+
+
+def _safe(fn: Callable[[dict], Any], default: Any) -> Callable[[dict], Any]:
+    def wrapped(r: dict) -> Any:
+        try:
+            return fn(r)
+        except (TypeError, KeyError, ZeroDivisionError):
+            return default
+    return wrapped
+
+
+TARGETS = [
+    Target("read_file call p50 (x faster than docker exec)", "<= 3 ms, >= 15x",
+           lambda r: _g(r, "latency", "read_file", "p50"),
+           _safe(lambda r: f"{r['latency']['read_file']['p50']:.2f} ms ({r['latency']['ratio_read_file']:.0f}x)", "-"),
+           _safe(lambda r: r["latency"]["read_file"]["p50"] <= 3 and r["latency"]["ratio_read_file"] >= 15, False)),
+    Target("shell `true` p50 (x faster than docker exec)", "<= 10 ms, >= 5x",
+           lambda r: _g(r, "latency", "shell_true", "p50"),
+           _safe(lambda r: f"{r['latency']['shell_true']['p50']:.2f} ms ({r['latency']['ratio_shell']:.1f}x)", "-"),
+           _safe(lambda r: r["latency"]["shell_true"]["p50"] <= 10 and r["latency"]["ratio_shell"] >= 5, False)),
+    Target("start to first tool call p50", "<= 1.0 s",
+           lambda r: _g(r, "start", "sandbox_s", "p50"),
+           _safe(lambda r: f"{r['start']['sandbox_s']['p50']:.2f} s", "-"),
+           _safe(lambda r: r["start"]["sandbox_s"]["p50"] <= 1.0, False)),
+    Target("idle memory per sandbox (mean)", "<= 48 MiB",
+           lambda r: _g(r, "memory", "working_set_mib", "mean"),
+           _safe(lambda r: f"{r['memory']['working_set_mib']['mean']:.1f} MiB (n={r['memory']['working_set_mib']['n']})", "-"),
+           _safe(lambda r: r["memory"]["working_set_mib"]["mean"] <= 48 and r["memory"]["working_set_mib"]["n"] >= 10, False)),
+    Target("N sandboxes at once", "0 failures, 0 left behind",
+           lambda r: _g(r, "scale", "failures"),
+           _safe(lambda r: (f"N={r['scale']['n']}: {r['scale']['failures']} failed, "
+                            f"{r['scale']['left_behind']} left, {r['scale']['wall_s']:.1f} s"), "-"),
+           _safe(lambda r: r["scale"]["failures"] == 0 and r["scale"]["left_behind"] == 0, False)),
+    Target("throughput at concurrency 32", ">= 300 calls/s",
+           lambda r: _g(r, "throughput", "c32", "calls_per_s"),
+           _safe(lambda r: f"{r['throughput']['c32']['calls_per_s']:.0f} calls/s", "-"),
+           _safe(lambda r: r["throughput"]["c32"]["calls_per_s"] >= 300, False)),
+    Target("grading one episode p50", "<= 50 ms",
+           lambda r: _g(r, "grading", "ms", "p50"),
+           _safe(lambda r: f"{r['grading']['ms']['p50']:.1f} ms", "-"),
+           _safe(lambda r: r["grading"]["ms"]["p50"] <= 50 and r["grading"]["passed"], False)),
+    Target("unchanged spec rebuild p50", "<= 0.1 s",
+           lambda r: _g(r, "build", "unchanged_s", "p50"),
+           _safe(lambda r: f"{r['build']['unchanged_s']['p50']:.3f} s", "-"),
+           _safe(lambda r: r["build"]["unchanged_s"]["p50"] <= 0.1, False)),
+]
+
+
+@dataclass
+class Report:
+    """Everything one bench run measured; ``data`` is what ``--json`` prints."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+    def verdicts(self) -> list[dict[str, Any]]:
+        """One entry per target: figure, target, shown value, pass/miss."""
+        return [{"figure": t.figure, "target": t.target, "value": t.value(self.data),
+                 "shown": t.show(self.data), "pass": bool(t.ok(self.data))} for t in TARGETS]
+
+    def as_json(self) -> dict[str, Any]:
+        """Every raw figure plus the verdicts."""
+        return {**self.data, "targets": self.verdicts()}
+
+    def table(self) -> str:
+        """The targets table and the baselines, for people."""
+        rows = [("figure", "measured", "target", "")]
+        rows += [(v["figure"], v["shown"], v["target"], "pass" if v["pass"] else "MISS") for v in self.verdicts()]
+        widths = [max(len(r[i]) for r in rows) for i in range(4)]
+        line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
+        out = [line(rows[0]), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]]
+        out += ["", "baselines and other figures (same run):"]
+        out += [f"  {k}: {v}" for k, v in self.extras()]
+        return "\n".join(out)
+
+    def extras(self) -> list[tuple[str, str]]:
+        """Baselines and informational figures."""
+        d, out = self.data, []
+
+        def add(label: str, fn: Callable[[dict], str]) -> None:
+            out.append((label, _safe(fn, "-")(d)))
+
+        add("docker exec `true` (docker SDK exec_run)", lambda d: (
+            f"p50 {d['latency']['docker_exec']['p50']:.1f} ms, p90 {d['latency']['docker_exec']['p90']:.1f} ms "
+            f"(n={d['latency']['docker_exec']['n']})"))
+        add("read_file / shell `true` p90", lambda d: (
+            f"{d['latency']['read_file']['p90']:.2f} ms / {d['latency']['shell_true']['p90']:.2f} ms "
+            f"(n={d['latency']['read_file']['n']} each)"))
+        add("`docker run --rm IMAGE true`", lambda d: (
+            f"p50 {d['start']['docker_run_s']['p50']:.2f} s via {d['start']['docker_run_via']}; "
+            f"sandbox start is {d['start']['sandbox_s']['p50'] / d['start']['docker_run_s']['p50']:.1f}x that"))
+        add("sandbox start p90 / first start in process", lambda d: (
+            f"{d['start']['sandbox_s']['p90']:.2f} s / {d['start']['first_start_s']:.2f} s"))
+        add("idle memory detail (mean)", lambda d: (
+            f"usage {d['memory']['usage_mib']['mean']:.1f} MiB, rss {d['memory']['rss_mib']['mean']:.1f} MiB, "
+            f"page cache {d['memory']['cache_mib']['mean']:.1f} MiB; source {d['memory']['source']}"))
+        add("scale detail", lambda d: (
+            f"start {d['scale']['start_s']:.1f} s, calls {d['scale']['call_s']:.2f} s, stop {d['scale']['stop_s']:.1f} s, "
+            f"peak {d['scale']['peak_memory_mib']:.0f} MiB in containers "
+            f"({d['scale']['peak_memory_mib'] / max(d['scale']['n'], 1):.1f} MiB each)"))
+        add("throughput c=1 / c=8 / c=32", lambda d: " / ".join(
+            f"{d['throughput'][k]['calls_per_s']:.0f}" for k in ("c1", "c8", "c32")) + " calls/s")
+        add("new spec thin layer build", lambda d: f"{d['build']['new_layer_s']:.2f} s")
+        add("left behind at the end", lambda d: str(d["left_behind"]))
+        return out

@@ -1,0 +1,83 @@
+"""Wires the mock services into the in-container server: database, seed, tools, faults, control ops."""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import datetime
+from typing import Any, Awaitable, Callable
+
+from fastmcp import FastMCP
+
+from ..formats import EXPORT_DIR
+from ..services.base import ServiceContext, open_db
+from ..services.catalog import ALL_SERVICE_TOOLS
+from ..services.faults import FaultConfig, FaultInjector
+from ..services.registry import ServicesSeed, dump_state, register_all, reset, seed_all, state_hash
+from .audit import AuditLog
+
+DB_FILE = "services.db"
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class Services:
+    """The services of one sandbox and the control operations that reach them."""
+
+    def __init__(self, ctx: ServiceContext, seed: ServicesSeed, run_dir: str):
+        self.ctx = ctx
+        self.seed = seed
+        self.run_dir = run_dir
+        self.seed_dump = dump_state(ctx.db)
+        self.seed_hash = state_hash(self.seed_dump)
+
+    def _write(self, name: str, obj: Any) -> str:
+        path = os.path.join(self.run_dir, EXPORT_DIR, name)
+        with open(path, "w") as fh:
+            json.dump(obj, fh, sort_keys=True)
+        os.chmod(path, 0o600)
+        return path
+
+    async def dump(self, _: dict) -> dict:
+        """Write the seed and final state dumps to the export folder."""
+        with self.ctx.lock:
+            final = dump_state(self.ctx.db)
+        return {"seed_path": self._write("state_seed.json", self.seed_dump),
+                "final_path": self._write("state_final.json", final),
+                "seed_hash": self.seed_hash, "final_hash": state_hash(final)}
+
+    async def reset(self, req: dict) -> dict:
+        """Restore exactly the seeded state (and restart the fault sequence)."""
+        with self.ctx.lock:
+            reset(self.ctx, self.seed)
+            if self.ctx.faults is not None:
+                self.ctx.faults.reset(req.get("seed"))
+            h = state_hash(dump_state(self.ctx.db))
+        return {"hash": h, "matches_seed": h == self.seed_hash}
+
+    def handlers(self) -> dict[str, Handler]:
+        """Control operations: ``dump_state`` and ``reset_services``."""
+        return {"dump_state": self.dump, "reset_services": self.reset}
+
+
+def setup_services(mcp: FastMCP, raw: dict[str, Any], run_dir: str, audit: AuditLog,
+                   tools: list[str]) -> Services | None:
+    """Open the root-only database, seed it, register the allowed service tools.
+
+    Returns:
+        None when the task uses no service.
+    """
+    allowed = set(tools) & set(ALL_SERVICE_TOOLS)
+    if not allowed and not raw.get("services"):
+        return None
+    db = open_db(os.path.join(run_dir, DB_FILE))
+    clock = datetime.fromisoformat(raw["clock"]) if raw.get("clock") else None
+    faults = None
+    if raw.get("faults"):
+        seed = os.environ.get("COWORK_EPISODE_SEED")
+        faults = FaultInjector(FaultConfig.model_validate(raw["faults"]), seed=int(seed) if seed else None)
+    ctx = ServiceContext(db=db, audit=audit.append, faults=faults, **({"clock": clock} if clock else {}))
+    seed = ServicesSeed.model_validate(raw.get("services") or {})
+    seed_all(ctx, seed)
+    register_all(mcp, ctx, allowed)
+    return Services(ctx, seed, run_dir)
