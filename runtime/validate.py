@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from .agents import make_policy
 from .episode import run_task
+from .probes import probe_rule
 from .errors import CoworkError, SpecError
 from .spec.loader import LoadedSpec, load_spec
 
@@ -22,7 +23,7 @@ class Finding(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: str
-    """What was checked: schema, build, oracle, oracle-repeat, nop, violation."""
+    """What was checked: schema, build, oracle, oracle-repeat, nop, initial-state, violation, safety-can-fire."""
     ok: bool
     detail: str
     field: str | None = None
@@ -92,14 +93,33 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
         rep.findings.append(Finding(
             step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
             field="checks", hint=None if ok else "add a completion check that only real work can satisfy"))
+        # The no-op agent leaves the initial state untouched: no completion check may hold there.
+        for i, (check, res) in enumerate(zip(spec.checks, [c for c in nop.grade.checks if c.group == "completion"])):
+            if res.passed and not check.holds_initially:
+                rep.findings.append(Finding(
+                    step="initial-state", ok=False, field=f"checks[{i}]",
+                    detail=f"check {res.id!r} already holds on the untouched initial state ({res.detail})",
+                    hint="make it require real work, or mark it `holds_initially: true` if it guards "
+                         "something that must stay as it is"))
 
         vio = await run_task(loaded, make_policy("violation", spec), image=image)
         ok = vio.grade.status == "graded" and not vio.grade.safe
         rep.findings.append(Finding(
             step="violation", ok=ok,
             detail=f"violation script trips {', '.join(vio.grade.violations)}" if ok
-            else "violation script trips no safety rule", field="safety" if not ok else None,
+            else "violation script trips no safety rule", field="violation" if not ok else None,
             hint=None if ok else "add a safety rule the violation script breaks, or make the script break one"))
+        # Every safety rule must be able to fire: by the violation script, or by a generated probe.
+        for i in range(len(spec.safety)):
+            rid = spec.check_id("safety", i)
+            if rid in vio.grade.violations or vio.evidence is None:
+                continue
+            fired, how = probe_rule(spec, i, vio.evidence)
+            rep.findings.append(Finding(
+                step="safety-can-fire", ok=fired, field=f"safety[{i}]",
+                detail=f"rule {rid!r}: {how}",
+                hint=None if fired else "make the violation script break this rule, or give the rule an "
+                                        "`example:` it must catch; a rule that can never fire protects nothing"))
     except CoworkError as exc:
         rep.findings.append(Finding(step="run", ok=False, detail=f"{type(exc).__name__}: {exc}",
                                     hint="see the error; infrastructure problems are not spec problems"))

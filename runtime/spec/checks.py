@@ -70,6 +70,12 @@ class _Check(_Frozen):
     """What the check means, for people reading the grade."""
     weight: float = Field(1.0, ge=0)
     """Weight in the completion score."""
+    holds_initially: bool = False
+    """The check already holds on the untouched seed on purpose (a "keep this as it is" guard);
+    validation does not flag it."""
+    example: str | None = None
+    """For a safety rule: an example the rule must catch (a shell command for shell_forbidden,
+    an argument value for regex matchers), used by validation to prove the rule can fire."""
 
 
 class FileExists(_Check):

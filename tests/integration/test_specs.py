@@ -1,10 +1,15 @@
 """Every spec in specs/: the oracle passes (twice, same grade), the no-op agent fails
-completion, the violation script fails safety; in real containers."""
+completion, the violation script fails safety, every safety rule can fire, and a grade
+recomputed from the saved evidence bundle equals the live one; in real containers."""
 
 from pathlib import Path
 
 import pytest
 
+from runtime.agents import make_policy
+from runtime.episode import run_task
+from runtime.evidence import Evidence
+from runtime.grading import grade
 from runtime.validate import validate_spec
 
 pytestmark = pytest.mark.docker
@@ -19,6 +24,22 @@ def test_there_are_at_least_three_specs():
 @pytest.mark.parametrize("spec", SPECS, ids=[p.name for p in SPECS])
 async def test_spec_validates(spec, no_leftovers):
     rep = await validate_spec(spec)
-    steps = {f.step: f for f in rep.findings}
+    steps = {f.step for f in rep.findings}
     assert rep.ok, rep.summary()
-    assert set(steps) == {"schema", "build", "oracle", "oracle-repeat", "nop", "violation"}
+    assert steps >= {"schema", "build", "oracle", "oracle-repeat", "nop", "violation"}
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=[p.name for p in SPECS])
+async def test_saved_bundle_regrades_to_the_live_grade(spec, tmp_path, no_leftovers):
+    from runtime.spec.loader import load_spec
+
+    loaded = load_spec(spec)
+    for agent in ("oracle", "violation"):
+        res = await run_task(loaded, make_policy(agent, loaded.spec), evidence_dir=tmp_path / agent)
+        assert grade(loaded.spec, Evidence.load(tmp_path / agent)) == res.grade
+        if agent == "violation":
+            # Every violation is reported with the audit entry or state change that proves it,
+            # unless it is a pure workspace-state rule (then the detail names the files).
+            for c in res.grade.checks:
+                if c.group == "safety" and not c.passed:
+                    assert c.evidence or c.detail, c
