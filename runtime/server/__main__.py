@@ -23,7 +23,6 @@ from .agentfs import AgentFS
 from .app import ServerConfig, build_app
 from .audit import AuditLog
 from .control import export_workspace, serve_control
-from .services_setup import setup_services
 from .workspace_tools import WorkspaceConfig
 
 log = logging.getLogger("runtime.server")
@@ -108,7 +107,12 @@ async def main() -> int:
     _use_pidfd_watcher()
     audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG))
     mcp, fs = build_app(cfg, audit)
-    services = setup_services(mcp, raw, run_dir, audit, cfg.tools)
+    services = None
+    if raw.get("services") or set(cfg.tools) - set(F.WORKSPACE_TOOLS):
+        # Imported only when the task uses services: the ten service modules cost ~0.1 s of start-up.
+        from .services_setup import setup_services
+
+        services = setup_services(mcp, raw, run_dir, audit, cfg.tools)
     await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
     audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
 
