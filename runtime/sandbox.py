@@ -133,16 +133,19 @@ class Sandbox:
         loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
         await _sweep_once(reap, in_thread)
         image = image or await in_thread(ensure_task_image, loaded)
-        started = await in_thread(start_container, image, loaded.spec.id, loaded.spec.limits,
-                                  keep=keep, runtime=runtime,
-                                  environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
-        sb = cls(loaded, image, started.container_id, started.name, started.run_dir)
-        try:
-            await sb._wait_ready(ready_timeout)
-            await sb._connect()
-        except BaseException:
-            await sb.stop()
-            raise
+        # Starting is CPU-bound (the server's imports): a bounded number at a time, so that a
+        # burst of starts queues instead of every one of them running past its ready timeout.
+        async with _start_slots():
+            started = await in_thread(start_container, image, loaded.spec.id, loaded.spec.limits,
+                                      keep=keep, runtime=runtime,
+                                      environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
+            sb = cls(loaded, image, started.container_id, started.name, started.run_dir)
+            try:
+                await sb._wait_ready(ready_timeout)
+                await sb._connect()
+            except BaseException:
+                await sb.stop()
+                raise
         return sb
 
     async def _wait_ready(self, timeout: float) -> None:
@@ -281,6 +284,16 @@ class Sandbox:
 
 
 _swept = False
+_slots: dict[int, asyncio.Semaphore] = {}
+
+
+def _start_slots() -> asyncio.Semaphore:
+    """Per-event-loop limit on sandboxes starting at once ($COWORK_MAX_STARTING, default 2 x cores)."""
+    loop = id(asyncio.get_running_loop())
+    if loop not in _slots:
+        n = int(os.environ.get("COWORK_MAX_STARTING", 0)) or 2 * (os.cpu_count() or 1)
+        _slots[loop] = asyncio.Semaphore(n)
+    return _slots[loop]
 
 
 async def _sweep_once(reap, in_thread) -> None:
