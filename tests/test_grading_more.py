@@ -189,3 +189,13 @@ class TestJudge:
         assert parse_verdict('{"passed": false, "reason": "no"}') == {"passed": False, "reason": "no"}
         with pytest.raises(PolicyError):
             parse_verdict("I think it is fine")
+
+
+def test_dotted_names_reach_keys_that_contain_dots():
+    shared = {"id": "doc-1", "title": "Plan", "shared_with": {"nina@acme.com": "viewer"}}
+    spec = _spec([{"type": "record_exists", "service": "documents", "collection": "documents",
+                   "where": {"shared_with.nina@acme.com": "viewer"}},
+                  {"type": "record_exists", "service": "documents", "collection": "documents",
+                   "where": {"shared_with.nina@acme.com": "editor"}}])
+    g = grade(spec, _ev(_final(documents__documents__doc_1=shared)))
+    assert [c.passed for c in g.checks] == [True, False]

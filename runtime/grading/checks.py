@@ -266,8 +266,21 @@ def _collection(state: dict[str, Any] | None, service: str, collection: str) -> 
     return ((state or {}).get(service) or {}).get(collection) or {}
 
 
-def _field_value(record: dict[str, Any], name: str) -> tuple[bool, Any]:
-    return _dig(record, name) if "." in name else ((name in record), record.get(name))
+def _field_value(record: Any, name: str) -> tuple[bool, Any]:
+    """Value at a dotted name; keys that contain dots themselves (email addresses) are tried
+    whole first, so ``shared_with.nina@acme.com`` reaches ``{"shared_with": {"nina@acme.com": ...}}``."""
+    if isinstance(record, dict) and name in record:
+        return True, record[name]
+    parts = name.split(".")
+    for cut in range(len(parts) - 1, 0, -1):
+        head, rest = ".".join(parts[:cut]), ".".join(parts[cut:])
+        if isinstance(record, dict) and head in record:
+            found, value = _field_value(record[head], rest)
+            if found:
+                return True, value
+        elif isinstance(record, list) and head.lstrip("-").isdigit() and -len(record) <= int(head) < len(record):
+            return _field_value(record[int(head)], rest)
+    return False, None
 
 
 def _record_matches(record: dict[str, Any], where: dict[str, M.Matcher]) -> bool:
