@@ -172,12 +172,9 @@ class Sandbox:
         )
 
     async def _connect(self) -> None:
-        from fastmcp import Client
-        from fastmcp.client.transports import StreamableHttpTransport
+        from .mcp_client import LeanMcpClient
 
-        transport = StreamableHttpTransport("http://localhost/mcp",
-                                            httpx_client_factory=_uds_client_factory(str(self.socket_path)))
-        self._client = await self._stack.enter_async_context(Client(transport, timeout=None))
+        self._client = await self._stack.enter_async_context(LeanMcpClient(str(self.socket_path)))
 
     async def stop(self) -> None:
         """Close the MCP session and remove the container and its run dir. Idempotent."""
@@ -218,19 +215,29 @@ class Sandbox:
         args = dict(args or {})
         limit = timeout if timeout is not None else self.spec.limits.tool_timeout_s + 5
         t0 = time.perf_counter()
+        from .mcp_client import McpError
+
         try:
-            r = await asyncio.wait_for(self._client.call_tool(name, args, raise_on_error=False), limit)
+            async with asyncio.timeout(limit):  # no extra task per call, unlike wait_for
+                r = await self._client.call_tool(name, args)
         except asyncio.TimeoutError:
             return ToolResult(tool=name, args=args, is_error=True,
                               text=f"tool call timed out after {limit:g}s (host side)",
                               duration_ms=(time.perf_counter() - t0) * 1000)
+        except McpError as exc:
+            if exc.rpc_code is None:
+                raise SandboxError(f"sandbox {self.name} failed during {name!r}: {exc}") from exc
+            # A protocol-level refusal (unknown tool, invalid params) is the agent's mistake:
+            # it gets it back as a tool error, like any other.
+            return ToolResult(tool=name, args=args, is_error=True, text=str(exc),
+                              duration_ms=(time.perf_counter() - t0) * 1000)
         except Exception as exc:
             raise SandboxError(f"sandbox {self.name} failed during {name!r}: {exc!r}") from exc
-        text = "\n".join(getattr(b, "text", f"<{b.type}>") for b in r.content or [])
-        structured = r.structured_content
+        text = "\n".join(b.get("text", f"<{b.get('type')}>") for b in r.get("content") or [])
+        structured = r.get("structuredContent")
         if isinstance(structured, dict) and set(structured) == {"result"}:
             structured = structured["result"]
-        return ToolResult(tool=name, args=args, is_error=bool(r.is_error), text=text,
+        return ToolResult(tool=name, args=args, is_error=bool(r.get("isError")), text=text,
                           structured=structured, duration_ms=(time.perf_counter() - t0) * 1000)
 
     # ------------------------------------------------------------------ evidence

@@ -305,7 +305,8 @@ def _email(value: str) -> str:
 #: An email address, stored lower-case.
 Email = Annotated[str, AfterValidator(_email)]
 #: A list of email addresses; a single address is taken as a list of one.
-EmailList = Annotated[list[Email], BeforeValidator(lambda v: [v] if isinstance(v, str) else v)]
+EmailList = Annotated[list[Email], BeforeValidator(lambda v: [v] if isinstance(v, str) else v,
+                                                   json_schema_input_type=str | list[str])]
 
 
 def record_ids(items: list[Any], prefix: str) -> list[str]:
