@@ -2,9 +2,14 @@
 
 The general-purpose fastmcp client costs ~1.3 ms of host CPU per tool call; an RL run
 making thousands of calls per second pays that on the trainer's machine. This client
-speaks exactly the part of MCP a sandbox needs (initialize, tools/list, tools/call) over the
-same transport the fastmcp client uses: JSON-RPC 2.0 in HTTP POSTs to ``/mcp`` with the
-``Mcp-Session-Id`` header, reading either a JSON body or a server-sent-events stream.
+speaks exactly the part of MCP a sandbox needs (discover or initialize, tools/list,
+tools/call) over the same transport the fastmcp client uses: JSON-RPC 2.0 in HTTP POSTs to
+``/mcp``, reading either a JSON body or a server-sent-events stream.
+
+It prefers the stateless protocol revision (2026-07-28: a ``server/discover`` probe, then
+every request carries its own ``_meta`` envelope and no session) and falls back to the
+``initialize`` handshake with an ``Mcp-Session-Id`` for servers that only speak that. The
+stateless form also spares the server a per-session state store.
 """
 
 from __future__ import annotations
@@ -15,7 +20,9 @@ from typing import Any
 
 from .errors import SandboxError
 
-PROTOCOL_VERSION = "2025-06-18"
+MODERN_VERSION = "2026-07-28"  # stateless: per-request envelope, no session
+HANDSHAKE_VERSION = "2025-11-25"  # the newest revision reached through initialize
+CLIENT_INFO = {"name": "cowork", "version": "0.1"}
 
 
 class McpError(SandboxError):
@@ -46,6 +53,7 @@ class LeanMcpClient:
         self._ids = itertools.count(1)
         self._headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
         self.server_info: dict[str, Any] = {}
+        self._meta: dict[str, Any] | None = None
 
     async def __aenter__(self) -> "LeanMcpClient":
         await self.initialize()
@@ -55,15 +63,27 @@ class LeanMcpClient:
         await self.close()
 
     async def initialize(self) -> dict[str, Any]:
-        """Open the session (initialize + notifications/initialized)."""
+        """Connect: the stateless revision when the server offers it, else the handshake."""
+        self._meta = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+                      "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+                      "io.modelcontextprotocol/clientCapabilities": {}}
+        self._headers["Mcp-Protocol-Version"] = MODERN_VERSION
+        try:
+            result, _ = await self._request("server/discover", {})
+        except McpError:
+            result = {}
+        if MODERN_VERSION in (result.get("supportedVersions") or []):
+            self.server_info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
+            return result
+        self._meta = None
+        del self._headers["Mcp-Protocol-Version"]
         result, resp = await self._request("initialize", {
-            "protocolVersion": PROTOCOL_VERSION, "capabilities": {},
-            "clientInfo": {"name": "cowork", "version": "0.1"},
+            "protocolVersion": HANDSHAKE_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO,
         })
         sid = resp.headers.get("mcp-session-id")
         if sid:
             self._headers["Mcp-Session-Id"] = sid
-        self._headers["Mcp-Protocol-Version"] = result.get("protocolVersion", PROTOCOL_VERSION)
+        self._headers["Mcp-Protocol-Version"] = result.get("protocolVersion", HANDSHAKE_VERSION)
         self.server_info = result.get("serverInfo") or {}
         await self._http.post(self._path, json={"jsonrpc": "2.0", "method": "notifications/initialized"},
                               headers=self._headers)
@@ -102,8 +122,14 @@ class LeanMcpClient:
 
     async def _request(self, method: str, params: dict[str, Any]) -> tuple[dict[str, Any], Any]:
         rid = next(self._ids)
+        headers = self._headers
+        if self._meta is not None:  # stateless revision: every request carries its envelope
+            params = {**params, "_meta": self._meta}
+            headers = {**headers, "Mcp-Method": method}
+            if method == "tools/call":
+                headers["Mcp-Name"] = params["name"]
         resp = await self._http.post(self._path, json={"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
-                                     headers=self._headers)
+                                     headers=headers)
         if resp.status_code >= 400:
             raise McpError(f"MCP {method} failed: HTTP {resp.status_code}: {resp.text[:300]}")
         message = _response_message(resp, rid)

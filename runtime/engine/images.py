@@ -31,9 +31,6 @@ SANDBOX_REPO = "cowork-sandbox"
 TASK_REPO_PREFIX = "cowork-task-"
 #: Packages the in-container server needs; pinned to the host's versions.
 SERVER_PACKAGES = ("fastmcp",)
-#: Speed-ups for the in-container server only (a faster event loop and HTTP parser), pinned
-#: here because the host does not need them; the server falls back when they are absent.
-SERVER_SPEEDUPS = ("uvloop==0.23.0", "httptools==0.9.0")
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/
 PROJECT_DIR = PACKAGE_DIR.parent
@@ -101,7 +98,7 @@ def _requirements() -> list[str]:
             reqs.append(f"{name}=={metadata.version(name)}")
         except metadata.PackageNotFoundError as exc:
             raise ImageError(f"{name} is not installed on the host; `pip install -e .` first") from exc
-    return reqs + list(SERVER_SPEEDUPS)
+    return reqs
 
 
 def ensure_wheelhouse() -> Path:
