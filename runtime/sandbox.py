@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 from .errors import SandboxError, SandboxStartTimeout
 from .evidence import Evidence
 from .formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET
+from .mcp_client import McpError
 from .spec.loader import LoadedSpec, load_spec
 
 log = logging.getLogger(__name__)
@@ -215,8 +217,6 @@ class Sandbox:
         args = dict(args or {})
         limit = timeout if timeout is not None else self.spec.limits.tool_timeout_s + 5
         t0 = time.perf_counter()
-        from .mcp_client import McpError
-
         try:
             async with asyncio.timeout(limit):  # no extra task per call, unlike wait_for
                 r = await self._client.call_tool(name, args)
@@ -291,12 +291,12 @@ class Sandbox:
 
 
 _swept = False
-_slots: dict[int, asyncio.Semaphore] = {}
+_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
 
 
 def _start_slots() -> asyncio.Semaphore:
     """Per-event-loop limit on sandboxes starting at once ($COWORK_MAX_STARTING, default 2 x cores)."""
-    loop = id(asyncio.get_running_loop())
+    loop = asyncio.get_running_loop()
     if loop not in _slots:
         n = int(os.environ.get("COWORK_MAX_STARTING", 0)) or 2 * (os.cpu_count() or 1)
         _slots[loop] = asyncio.Semaphore(n)

@@ -199,3 +199,24 @@ def test_dotted_names_reach_keys_that_contain_dots():
                    "where": {"shared_with.nina@acme.com": "editor"}}])
     g = grade(spec, _ev(_final(documents__documents__doc_1=shared)))
     assert [c.passed for c in g.checks] == [True, False]
+
+
+def test_plugin_discovered_through_an_installed_entry_point(tmp_path, monkeypatch):
+    """A real distribution on sys.path whose entry point (group cowork.checks) the grader loads."""
+    import importlib
+    import sys
+
+    dist = tmp_path / "site"
+    (dist / "wordcheck-0.1.dist-info").mkdir(parents=True)
+    (dist / "wordcheck-0.1.dist-info" / "METADATA").write_text("Metadata-Version: 2.1\nName: wordcheck\nVersion: 0.1\n")
+    (dist / "wordcheck-0.1.dist-info" / "entry_points.txt").write_text("[cowork.checks]\nmany_messages = wordcheck:check\n")
+    (dist / "wordcheck.py").write_text(
+        "def check(options, ev):\n"
+        "    n = len(ev.state_final['mail']['messages'])\n"
+        "    return n >= options['min'], f'{n} messages'\n")
+    monkeypatch.syspath_prepend(str(dist))
+    importlib.invalidate_caches()
+    spec = _spec([{"id": "p", "type": "plugin", "name": "many_messages", "options": {"min": 1}}])
+    g = grade(spec, _ev(_final()))
+    assert g.checks[0].passed and g.checks[0].detail == "1 messages"
+    sys.modules.pop("wordcheck", None)

@@ -5,11 +5,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema,
+                      model_validator)
 
 from .paths import workspace_path
 
-WsPath = Annotated[str, Field(description="Path relative to /workspace.")]
+WsPath = Annotated[str, AfterValidator(workspace_path), Field(description="Path relative to /workspace.")]
 
 
 class _Frozen(BaseModel):
@@ -62,6 +63,21 @@ ArgMatcher = Annotated[Matcher, WithJsonSchema({"anyOf": [
 ]})]
 
 
+def _valid_regex(v: str) -> str:
+    _compile(v)
+    return v
+
+
+def _as_matchers(v: Any) -> Any:
+    return {k: _as_matcher(x) for k, x in v.items()} if isinstance(v, dict) else v
+
+
+#: A regular expression, checked when the spec loads.
+Pattern = Annotated[str, AfterValidator(_valid_regex)]
+#: Field or argument name -> matcher (a bare value means equals).
+Matchers = Annotated[dict[str, ArgMatcher], BeforeValidator(_as_matchers)]
+
+
 # --------------------------------------------------------------------------- checks
 class _Check(_Frozen):
     id: str | None = None
@@ -82,14 +98,12 @@ class FileExists(_Check):
     """The file exists in the final workspace."""
     type: Literal["file_exists"]
     path: WsPath
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
 
 
 class FileAbsent(_Check):
     """The path does not exist in the final workspace."""
     type: Literal["file_absent"]
     path: WsPath
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
 
 
 class FileContains(_Check):
@@ -97,21 +111,14 @@ class FileContains(_Check):
     type: Literal["file_contains"]
     path: WsPath
     text: str
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
 
 
 class FileRegex(_Check):
     """A regular expression finds a match in the file's text (multiline mode)."""
     type: Literal["file_regex"]
     path: WsPath
-    pattern: str
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
+    pattern: Pattern
 
-    @field_validator("pattern")
-    @classmethod
-    def _re(cls, v: str) -> str:
-        _compile(v)
-        return v
 
 
 class JsonEquals(_Check):
@@ -121,61 +128,44 @@ class JsonEquals(_Check):
     field: str
     """Dotted path into the document, list indexes as numbers: ``servers.0.port``."""
     value: Any
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
 
 
 class PathUnchanged(_Check):
     """The files at these paths (globs allowed) are byte-for-byte as seeded, and none was added or removed."""
     type: Literal["path_unchanged"]
-    paths: list[str] = Field(min_length=1)
+    paths: list[WsPath] = Field(min_length=1)
 
-    @field_validator("paths")
-    @classmethod
-    def _ps(cls, v: list[str]) -> list[str]:
-        return [workspace_path(p) for p in v]
 
 
 class ToolCalled(_Check):
     """Some audited call of ``tool`` matched every argument matcher."""
     type: Literal["tool_called"]
     tool: str
-    args: dict[str, ArgMatcher] = {}
+    args: Matchers = {}
     min_count: int = Field(1, ge=1)
 
-    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
 
 
 class ToolNotCalled(_Check):
     """No audited call of ``tool`` matched every argument matcher."""
     type: Literal["tool_not_called"]
     tool: str
-    args: dict[str, ArgMatcher] = {}
+    args: Matchers = {}
 
-    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
 
 
 class ShellMatches(_Check):
     """Some shell command the agent ran matches ``pattern``."""
     type: Literal["shell_matches"]
-    pattern: str
+    pattern: Pattern
 
-    @field_validator("pattern")
-    @classmethod
-    def _re(cls, v: str) -> str:
-        _compile(v)
-        return v
 
 
 class ShellForbidden(_Check):
     """No shell command the agent ran matches ``pattern`` (a forbidden operation)."""
     type: Literal["shell_forbidden"]
-    pattern: str
+    pattern: Pattern
 
-    @field_validator("pattern")
-    @classmethod
-    def _re(cls, v: str) -> str:
-        _compile(v)
-        return v
 
 
 class CsvCellEquals(_Check):
@@ -192,7 +182,6 @@ class CsvCellEquals(_Check):
     """Expected value; compared as a number when both sides parse as numbers."""
     tolerance: float = Field(0.0, ge=0)
     """Allowed absolute difference for numbers."""
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
 
     @model_validator(mode="after")
     def _one_selector(self) -> "CsvCellEquals":
@@ -207,7 +196,6 @@ class LineCount(_Check):
     path: WsPath
     min: int | None = Field(None, ge=0)
     max: int | None = Field(None, ge=0)
-    _p = field_validator("path")(lambda cls, v: workspace_path(v))
 
     @model_validator(mode="after")
     def _bounds(self) -> "LineCount":
@@ -220,11 +208,10 @@ class ToolCallCount(_Check):
     """The number of audited calls of ``tool`` matching ``args`` lies within [min, max]."""
     type: Literal["tool_call_count"]
     tool: str
-    args: dict[str, ArgMatcher] = {}
+    args: Matchers = {}
     min: int = Field(0, ge=0)
     max: int | None = Field(None, ge=0)
 
-    _m = field_validator("args", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
 
 
 class CallOrder(_Check):
@@ -236,23 +223,15 @@ class CallOrder(_Check):
 class WritesWithin(_Check):
     """Every file the agent added, changed or removed lies under one of ``paths`` (globs)."""
     type: Literal["writes_within"]
-    paths: list[str] = Field(min_length=1)
+    paths: list[WsPath] = Field(min_length=1)
 
-    @field_validator("paths")
-    @classmethod
-    def _ps(cls, v: list[str]) -> list[str]:
-        return [workspace_path(p) for p in v]
 
 
 class NoDeletions(_Check):
     """No seeded file under ``paths`` (globs; default everything) was deleted."""
     type: Literal["no_deletions"]
-    paths: list[str] = ["**"]
+    paths: list[WsPath] = ["**"]
 
-    @field_validator("paths")
-    @classmethod
-    def _ps(cls, v: list[str]) -> list[str]:
-        return [workspace_path(p) if p != "**" else p for p in v]
 
 
 class DestructiveToolNotUsed(_Check):
@@ -266,15 +245,11 @@ class Judge(_Check):
     type: Literal["judge"]
     rubric: str = Field(min_length=1)
     """What the judge must decide, phrased as a yes/no question about the outcome."""
-    files: list[str] = []
+    files: list[WsPath] = []
     """Workspace files shown to the judge."""
     include_transcript: bool = True
     """Show the judge the conversation (tool calls and results) too."""
 
-    @field_validator("files")
-    @classmethod
-    def _fs(cls, v: list[str]) -> list[str]:
-        return [workspace_path(p) for p in v]
 
 
 class Verifier(_Check):
@@ -302,11 +277,10 @@ class _Records(_Check):
     """Service name: mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo."""
     collection: str
     """Collection in the service's state dump, e.g. ``messages`` or ``events``."""
-    where: dict[str, ArgMatcher] = {}
+    where: Matchers = {}
     """Field matchers a record must all satisfy (a list field matches when any element does;
     dotted names reach into nested fields)."""
 
-    _m = field_validator("where", mode="before")(lambda cls, v: {k: _as_matcher(x) for k, x in (v or {}).items()} if isinstance(v, dict) else v)
 
 
 class RecordExists(_Records):

@@ -71,3 +71,14 @@ def test_bad_spec_exits_2_with_a_located_message(tmp_path, capsys):
     assert main(["run", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "task.yaml:5: limits.max_turns:" in err
+
+
+def test_trials_report_mean_score_pass_at_k_and_pass_hat_k(capsys, no_leftovers):
+    assert main(["run", SPEC, str(ROOT / "specs" / "update-service-config"), "--agent", "nop", "--trials", "2", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["runs"]) == 4
+    m = out["metrics"]
+    assert set(m["tasks"]) == {"fix-csv-report", "update-service-config"}
+    for t in m["tasks"].values():
+        assert t["trials"] == 2 and t["passes"] == 0 and t["pass@2"] == 0.0 and t["pass^2"] == 0.0
+    assert m["overall"]["pass@1"] == 0.0 and 0 < m["overall"]["mean_score"] < 0.75
