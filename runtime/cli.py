@@ -44,6 +44,13 @@ async def _run(args: argparse.Namespace) -> int:
                     ev_dir = ev_dir / loaded.spec.id / f"trial-{trial}"
             res = await run_task(loaded, make_policy(args.agent, loaded.spec, **opts), evidence_dir=ev_dir, judge=judge)
             results.append(res)
+            if args.results:
+                # One line per finished episode, flushed as it finishes: a crash loses nothing done.
+                with open(args.results, "a") as fh:
+                    fh.write(json.dumps({"task": loaded.spec.id, "trial": trial, "agent": res.trajectory.agent,
+                                         "status": res.trajectory.status, "score": res.grade.score,
+                                         "passed": res.grade.passed, "grade": res.grade.model_dump(),
+                                         "evidence": str(ev_dir) if ev_dir else None}, default=str) + "\n")
             if res.grade.status == "infra_error":
                 infra += 1
             else:
@@ -85,9 +92,7 @@ async def _up(args: argparse.Namespace) -> int:
     from .sandbox import Sandbox
 
     sb = await Sandbox.start(args.spec, keep=True)
-    # Leave the container running; only this process's MCP session ends.
-    sb._stopped = True
-    await sb._stack.aclose()
+    await sb.detach()
     info = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
             "mcp_url": "http://localhost/mcp (streamable HTTP over the unix socket)",
             "stdio_bridge": f"cowork connect {sb.id[:12]}"}
@@ -195,8 +200,12 @@ def _schema(args: argparse.Namespace) -> int:
 
 
 def _images(args: argparse.Namespace) -> int:
-    from .engine.images import ensure_sandbox_image
+    from .engine.images import ensure_sandbox_image, prune_images
 
+    if args.images_cmd == "prune":
+        removed = prune_images()
+        print(f"removed {len(removed)} image tag(s)" + ("".join(f"\n  {t}" for t in removed)))
+        return 0
     print(ensure_sandbox_image(offline_only=args.offline))
     return 0
 
@@ -213,6 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--model", help="model name for --agent openai")
     r.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL); key from $OPENAI_API_KEY")
     r.add_argument("--evidence", help="save the evidence bundle and grade to this folder")
+    r.add_argument("--results", help="append one JSON line per finished episode to this file")
     r.add_argument("--trials", type=int, default=1, help="episodes per task; reports mean score, pass@k, pass^k")
     r.add_argument("--judge-model", help="LLM judge model for rubric items (OpenAI-compatible; key from $OPENAI_API_KEY)")
     r.add_argument("--judge-base-url", help="endpoint of the judge (default $OPENAI_BASE_URL)")
@@ -248,6 +258,7 @@ def build_parser() -> argparse.ArgumentParser:
     isub = i.add_subparsers(dest="images_cmd", required=True)
     ib = isub.add_parser("build", help="build the base and sandbox images if missing")
     ib.add_argument("--offline", action="store_true", help="never try a registry; bootstrap the base with debootstrap")
+    isub.add_parser("prune", help="remove sandbox and task images left over from older sources")
     b = sub.add_parser("bench", help="measure tool-call latency, start time, memory, scale, throughput")
     b.add_argument("--quick", action="store_true", help="fewer samples and sandboxes (a smoke run)")
     b.add_argument("--json", action="store_true", help="print every raw figure as JSON")

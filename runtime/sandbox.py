@@ -192,6 +192,16 @@ class Sandbox:
         finally:
             await asyncio.shield(in_thread(remove_container, self.id, self.run_dir))
 
+    async def detach(self) -> None:
+        """Close this process's MCP session but leave the container running (``cowork up``).
+
+        Only useful for sandboxes started with ``keep=True``; others are reaped once this
+        process exits.
+        """
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._stack.aclose(), 5)
+
     async def __aenter__(self) -> "Sandbox":
         return self
 

@@ -246,6 +246,33 @@ def ensure_task_image(loaded: LoadedSpec, sandbox_image: str | None = None) -> s
         return tag
     t0 = time.monotonic()
     _build(fileobj=io.BytesIO(context), custom_context=True, tag=tag,
-           labels={"cowork.task": loaded.spec.id, "cowork.spec_hash": digest})
+           labels={"cowork.task": loaded.spec.id, "cowork.spec_hash": digest, "cowork.sandbox": base})
     log.info("built %s in %.2fs", tag, time.monotonic() - t0)
     return tag
+
+
+def prune_images() -> list[str]:
+    """Remove sandbox images of older sources and task images not built on the current one.
+
+    Images in use by a container are kept (Docker refuses to remove them).
+
+    Returns:
+        The tags removed.
+    """
+    client = get_client()
+    base = next((b for b in (BASE_IMAGE, PUBLIC_BASE) if _image_exists(b)), None)
+    current = sandbox_tag(base) if base else None
+    removed = []
+    for image in client.images.list():
+        for tag in image.tags:
+            repo = tag.rsplit(":", 1)[0]
+            stale = (repo == SANDBOX_REPO and tag not in (current, f"{SANDBOX_REPO}:latest")) or (
+                repo.startswith(TASK_REPO_PREFIX) and (image.labels or {}).get("cowork.sandbox") != current)
+            if not stale:
+                continue
+            try:
+                client.images.remove(tag)
+                removed.append(tag)
+            except docker.errors.APIError as exc:
+                log.info("kept %s: %s", tag, exc)
+    return removed

@@ -73,8 +73,14 @@ def test_bad_spec_exits_2_with_a_located_message(tmp_path, capsys):
     assert "task.yaml:5: limits.max_turns:" in err
 
 
-def test_trials_report_mean_score_pass_at_k_and_pass_hat_k(capsys, no_leftovers):
-    assert main(["run", SPEC, str(ROOT / "specs" / "update-service-config"), "--agent", "nop", "--trials", "2", "--json"]) == 0
+def test_trials_report_mean_score_pass_at_k_and_pass_hat_k(capsys, tmp_path, no_leftovers):
+    results = tmp_path / "results.jsonl"
+    assert main(["run", SPEC, str(ROOT / "specs" / "update-service-config"), "--agent", "nop", "--trials", "2",
+                 "--json", "--results", str(results)]) == 0
+    lines = [json.loads(x) for x in results.read_text().splitlines()]
+    assert [(x["task"], x["trial"]) for x in lines] == [("fix-csv-report", 0), ("fix-csv-report", 1),
+                                                        ("update-service-config", 0), ("update-service-config", 1)]
+    assert all(x["passed"] is False and x["status"] == "completed" for x in lines)
     out = json.loads(capsys.readouterr().out)
     assert len(out["runs"]) == 4
     m = out["metrics"]
@@ -82,3 +88,16 @@ def test_trials_report_mean_score_pass_at_k_and_pass_hat_k(capsys, no_leftovers)
     for t in m["tasks"].values():
         assert t["trials"] == 2 and t["passes"] == 0 and t["pass@2"] == 0.0 and t["pass^2"] == 0.0
     assert m["overall"]["pass@1"] == 0.0 and 0 < m["overall"]["mean_score"] < 0.75
+
+
+def test_images_prune_removes_stale_tags_and_keeps_current(sandbox_image, capsys):
+    from runtime.engine.client import get_client
+
+    current = ensure_task_image(load_spec(SPEC), sandbox_image)
+    client = get_client()
+    client.images.get(sandbox_image).tag("cowork-task-stale-probe", "old")  # no cowork.sandbox label: stale
+    assert main(["images", "prune"]) == 0
+    out = capsys.readouterr().out
+    assert "cowork-task-stale-probe:old" in out
+    tags = {t for i in client.images.list() for t in i.tags}
+    assert current in tags and sandbox_image in tags and "cowork-task-stale-probe:old" not in tags
