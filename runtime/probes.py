@@ -125,7 +125,7 @@ def make_probe(rule: Any, ev: Evidence) -> Evidence:
         return _with_state(ev, rule.service, rule.collection, "probe-1", rec)
     if t == "record_unchanged":
         seeded = ((ev.state_seed or {}).get(rule.service) or {}).get(rule.collection) or {}
-        from .grading.checks import _record_matches
+        from .grading.records import _record_matches
 
         ids = list(rule.ids) or [rid for rid, r in seeded.items() if _record_matches(r, rule.where)]
         if not ids:

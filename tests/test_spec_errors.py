@@ -19,7 +19,7 @@ import yaml
 from runtime.cli import main as cowork_main
 from runtime.errors import SpecError
 from runtime.grading import CHECK_TYPES as CHECKS
-from runtime.spec import json_schema
+
 from runtime.spec.loader import load_spec, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import posixpath
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 

@@ -60,7 +60,7 @@ def test_unchanged_spec_is_not_rebuilt_and_a_changed_one_is(sandbox_image, tmp_p
     hit = time.perf_counter() - t0
     (tmp_path / "t").mkdir()
     (tmp_path / "t" / "task.yaml").write_text((ROOT / "specs/fix-csv-report/task.yaml").read_text()
-                                              .replace("workspace:\n  dir: workspace", f"workspace:\n  dir: null"))
+                                              .replace("workspace:\n  dir: workspace", "workspace:\n  dir: null"))
     other = ensure_task_image(load_spec(tmp_path / "t"), sandbox_image)
     assert other != first and other.split(":")[0] == first.split(":")[0]
     assert hit < 5  # generous: a cache hit never runs a build

@@ -1,7 +1,6 @@
 """Mock services inside a real sandbox: the database is out of the agent's reach, reset
 restores the seed exactly, the same seed gives the same faults, every action is audited."""
 
-from pathlib import Path
 
 import pytest
 
