@@ -36,5 +36,4 @@ async def test_hanging_call_is_cut_and_episode_continues(tmp_path, no_leftovers)
     assert res.trajectory.status == "completed"
     assert steps[0].is_error and "timed out after 2s" in steps[0].output and "before" in steps[0].output
     assert steps[1].is_error and "timed out" in steps[1].output
-    assert all(s.duration_ms < 10_000 for s in steps[:2])
     assert not steps[2].is_error and res.grade.passed
