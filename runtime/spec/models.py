@@ -12,7 +12,7 @@ from ..formats import WORKSPACE_TOOLS
 from ..services.catalog import SERVICE_TOOLS
 from ..services.faults import FaultConfig
 from ..services.registry import ServicesSeed
-from .checks import Check, Matcher  # noqa: F401  (re-exported)
+from .checks import Check
 
 _ID = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
