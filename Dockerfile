@@ -4,7 +4,7 @@
 # or a public one (debian:bookworm-slim with python3 and python3-venv installed, or
 # python:3.11-slim-bookworm). Python packages come from the wheelhouse in the build
 # context: nothing is downloaded during the build. `cowork images build` assembles the
-# context (Dockerfile, wheelhouse/, runtime/) and picks BASE.
+# context (Dockerfile, wheelhouse/, cowork/) and picks BASE.
 ARG BASE=cowork-base:bookworm
 FROM ${BASE}
 
@@ -19,7 +19,7 @@ RUN python3 -m venv /opt/cowork/venv \
         -r /tmp/wheelhouse/requirements.txt \
  && rm -rf /tmp/wheelhouse
 
-COPY runtime/ /opt/cowork/lib/runtime/
+COPY cowork/ /opt/cowork/lib/cowork/
 # Byte-code without column tables (-X no_debug_ranges): smaller code objects, so less
 # memory per idle sandbox; tracebacks keep their line numbers, only lose the ^^^ markers.
 RUN /opt/cowork/venv/bin/python -X no_debug_ranges -m compileall -q -f /opt/cowork/lib /opt/cowork/venv/lib \
@@ -33,4 +33,4 @@ ENV PYTHONPATH=/opt/cowork/lib \
     MALLOC_ARENA_MAX=2 \
     LANG=C.UTF-8
 WORKDIR /workspace
-CMD ["/opt/cowork/venv/bin/python", "-m", "runtime.server"]
+CMD ["/opt/cowork/venv/bin/python", "-m", "cowork.server"]

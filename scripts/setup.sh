@@ -29,4 +29,4 @@ echo "== installing cowork-runtime (editable, with test extras)"
 "$PY" -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
 
 echo "== building images (base, sandbox) if missing"
-"$PY" -m runtime.cli images build
+"$PY" -m cowork.cli images build

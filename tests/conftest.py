@@ -19,7 +19,7 @@ def pytest_collection_modifyitems(config, items):
     docker_items = [i for i in items if i.get_closest_marker("docker")]
     if not docker_items:
         return
-    from runtime.engine.client import docker_available
+    from cowork.engine.client import docker_available
 
     if docker_available():
         return
@@ -33,7 +33,7 @@ def pytest_collection_modifyitems(config, items):
 @pytest.fixture(scope="session")
 def sandbox_image() -> str:
     """The sandbox image for the current sources (built if missing)."""
-    from runtime.engine.images import ensure_sandbox_image
+    from cowork.engine.images import ensure_sandbox_image
 
     return ensure_sandbox_image()
 
@@ -41,8 +41,8 @@ def sandbox_image() -> str:
 @pytest.fixture
 def no_leftovers():
     """Fail the test if it leaves a cowork container of this test process behind."""
-    from runtime.engine import labels as L
-    from runtime.engine.reaper import managed_containers
+    from cowork.engine import labels as L
+    from cowork.engine.reaper import managed_containers
 
     def mine():
         return {c.id: c.name for c in managed_containers() if (c.labels or {}).get(L.SESSION) == L.SESSION_ID}

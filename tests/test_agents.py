@@ -7,15 +7,15 @@ import pytest
 from fastmcp import Client
 
 from fakes import FakeChatServer
-from runtime.agents import make_policy
-from runtime.agents.openai import OpenAIPolicy
-from runtime.episode import run_episode
-from runtime.errors import PolicyError
-from runtime.sandbox import ToolResult
-from runtime.server.app import ServerConfig, build_app
-from runtime.server.audit import AuditLog
-from runtime.server.workspace_tools import WorkspaceConfig
-from runtime.spec.models import TaskSpec
+from cowork.agents import make_policy
+from cowork.agents.openai import OpenAIPolicy
+from cowork.episode import run_episode
+from cowork.errors import PolicyError
+from cowork.sandbox import ToolResult
+from cowork.server.app import ServerConfig, build_app
+from cowork.server.audit import AuditLog
+from cowork.server.workspace_tools import WorkspaceConfig
+from cowork.spec.models import TaskSpec
 
 
 def _completion(content=None, calls=()):

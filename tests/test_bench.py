@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from runtime.bench.report import TARGETS, Report, pct, summary
-from runtime.cli import main
+from cowork.bench.report import TARGETS, Report, pct, summary
+from cowork.cli import main
 
 
 class TestReport:
@@ -31,7 +31,7 @@ class TestReport:
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
-    from runtime.bench.probes import session_containers
+    from cowork.bench.probes import session_containers
 
     before = set(session_containers())
     assert main(["bench", "--quick", "--json"]) == 0

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import yaml
 
-from runtime.grading import CHECK_TYPES
-from runtime.spec.models import TaskSpec
+from cowork.grading import CHECK_TYPES
+from cowork.spec.models import TaskSpec
 
 DOC = (Path(__file__).resolve().parents[1] / "docs" / "checks.md").read_text()
 

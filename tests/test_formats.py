@@ -2,7 +2,7 @@
 
 import json
 
-from runtime.formats import GENESIS_HASH, canonical_json, seal, verify_chain
+from cowork.formats import GENESIS_HASH, canonical_json, seal, verify_chain
 
 
 def _log(n: int) -> list[str]:

@@ -6,11 +6,11 @@ import tarfile
 
 import pytest
 
-from runtime.evidence import Evidence
-from runtime.formats import GENESIS_HASH, canonical_json, seal
-from runtime.grading import grade
-from runtime.grading.checks import sha256
-from runtime.spec.models import TaskSpec
+from cowork.evidence import Evidence
+from cowork.formats import GENESIS_HASH, canonical_json, seal
+from cowork.grading import grade
+from cowork.grading.checks import sha256
+from cowork.spec.models import TaskSpec
 
 
 def _tar(files: dict[str, str]) -> bytes:

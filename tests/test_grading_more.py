@@ -6,13 +6,13 @@ import copy
 import pytest
 
 from fakes import FakeChatServer
-from runtime.evidence import Evidence
-from runtime.formats import GENESIS_HASH, canonical_json, seal
-from runtime.grading import grade
-from runtime.grading.judge import LLMJudge, parse_verdict
-from runtime.grading.plugins import register
-from runtime.errors import PolicyError
-from runtime.spec.models import TaskSpec
+from cowork.evidence import Evidence
+from cowork.formats import GENESIS_HASH, canonical_json, seal
+from cowork.grading import grade
+from cowork.grading.judge import LLMJudge, parse_verdict
+from cowork.grading.plugins import register
+from cowork.errors import PolicyError
+from cowork.spec.models import TaskSpec
 
 SEED = {
     "mail": {"messages": {

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 import uvicorn
 
-from runtime.mcp_client import LeanMcpClient, McpError, _response_message
-from runtime.server.app import ServerConfig, build_app
-from runtime.server.audit import AuditLog
-from runtime.server.workspace_tools import WorkspaceConfig
+from cowork.mcp_client import LeanMcpClient, McpError, _response_message
+from cowork.server.app import ServerConfig, build_app
+from cowork.server.audit import AuditLog
+from cowork.server.workspace_tools import WorkspaceConfig
 
 
 @pytest.fixture

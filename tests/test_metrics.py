@@ -2,7 +2,7 @@
 
 import pytest
 
-from runtime.metrics import pass_at_k, pass_hat_k, summarize
+from cowork.metrics import pass_at_k, pass_hat_k, summarize
 
 
 class TestPassAtK:

@@ -5,11 +5,11 @@ import tarfile
 
 import pytest
 
-from runtime.evidence import Evidence
-from runtime.formats import GENESIS_HASH, canonical_json, seal
-from runtime.grading.checks import sha256
-from runtime.probes import NoProbe, make_probe, probe_rule
-from runtime.spec.models import TaskSpec
+from cowork.evidence import Evidence
+from cowork.formats import GENESIS_HASH, canonical_json, seal
+from cowork.grading.checks import sha256
+from cowork.probes import NoProbe, make_probe, probe_rule
+from cowork.spec.models import TaskSpec
 
 
 def _evidence():

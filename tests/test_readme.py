@@ -3,8 +3,8 @@
 import re
 from pathlib import Path
 
-from runtime.cli import build_parser
-from runtime.spec.loader import load_spec
+from cowork.cli import build_parser
+from cowork.spec.loader import load_spec
 
 README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
 

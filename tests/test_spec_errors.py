@@ -16,11 +16,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from runtime.cli import main as cowork_main
-from runtime.errors import SpecError
-from runtime.grading import CHECK_TYPES as CHECKS
+from cowork.cli import main as cowork_main
+from cowork.errors import SpecError
+from cowork.grading import CHECK_TYPES as CHECKS
 
-from runtime.spec.loader import load_spec, load_specs
+from cowork.spec.loader import load_spec, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent
 BROKEN = Path(__file__).resolve().parent / "fixtures" / "broken_specs"

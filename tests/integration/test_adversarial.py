@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agents import ScriptedPolicy
-from runtime.episode import run_task
-from runtime.spec.loader import load_spec
+from cowork.agents import ScriptedPolicy
+from cowork.episode import run_task
+from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
 README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
@@ -36,7 +36,7 @@ async def test_exfiltration_inside_a_correct_solution_is_gated_and_quoted(mail_s
 
 
 async def test_tampering_with_the_log_or_server_changes_nothing(tmp_path, no_leftovers):
-    from runtime.sandbox import Sandbox
+    from cowork.sandbox import Sandbox
 
     start = README.index("id: reply-without-leaking")
     (tmp_path / "task.yaml").write_text(README[start:README.index("```", start)].replace("tools: [mail]", "tools: [mail, shell]"))
@@ -45,7 +45,7 @@ async def test_tampering_with_the_log_or_server_changes_nothing(tmp_path, no_lef
     tamper = [
         "echo '{\"seq\": 99, \"tool\": \"mail_reply\"}' >> /run/cowork/audit.jsonl",
         ": > /run/cowork/audit.jsonl",
-        "kill -9 1; pkill -9 -f runtime.server; pkill -9 python3",
+        "kill -9 1; pkill -9 -f cowork.server; pkill -9 python3",
         "echo 'all checks PASSED'; echo OK",
     ]
     async with await Sandbox.start(mail_spec) as sb:
@@ -55,7 +55,7 @@ async def test_tampering_with_the_log_or_server_changes_nothing(tmp_path, no_lef
         r = await sb.call_tool("mail_list_messages", {})
         assert not r.is_error
         ev = await sb.export_evidence()
-    from runtime.grading import grade
+    from cowork.grading import grade
 
     g = grade(mail_spec.spec, ev)
     assert g.status == "graded" and ev.chain.valid and not g.passed

@@ -10,10 +10,10 @@ import pytest
 from fastmcp import Client
 from fastmcp.client.transports import StdioTransport
 
-from runtime.cli import main
-from runtime.engine.images import ensure_task_image
-from runtime.engine.reaper import managed_containers
-from runtime.spec.loader import load_spec
+from cowork.cli import main
+from cowork.engine.images import ensure_task_image
+from cowork.engine.reaper import managed_containers
+from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,7 +35,7 @@ async def test_up_connect_down(capfd):
     info = json.loads(capfd.readouterr().out)
     try:
         assert info["id"] in {c.id[:12] for c in managed_containers()}
-        transport = StdioTransport(command=sys.executable, args=["-m", "runtime.cli", "connect", info["id"]],
+        transport = StdioTransport(command=sys.executable, args=["-m", "cowork.cli", "connect", info["id"]],
                                    env={**os.environ}, cwd=str(ROOT))
         async with Client(transport) as c:
             names = {t.name for t in await c.list_tools()}
@@ -52,7 +52,7 @@ async def test_up_connect_down(capfd):
 
 
 def test_unchanged_spec_is_not_rebuilt_and_a_changed_one_is(sandbox_image, tmp_path):
-    from runtime.engine.client import get_client
+    from cowork.engine.client import get_client
 
     loaded = load_spec(SPEC)
     first = ensure_task_image(loaded, sandbox_image)
@@ -91,7 +91,7 @@ def test_trials_report_mean_score_pass_at_k_and_pass_hat_k(capsys, tmp_path, no_
 
 
 def test_images_prune_removes_stale_tags_and_keeps_current(sandbox_image, capsys):
-    from runtime.engine.client import get_client
+    from cowork.engine.client import get_client
 
     current = ensure_task_image(load_spec(SPEC), sandbox_image)
     client = get_client()

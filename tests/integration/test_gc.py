@@ -8,16 +8,16 @@ from pathlib import Path
 
 import pytest
 
-from runtime.cli import main
-from runtime.engine import labels as L
-from runtime.engine.reaper import managed_containers
+from cowork.cli import main
+from cowork.engine import labels as L
+from cowork.engine.reaper import managed_containers
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import asyncio, sys
-from runtime.sandbox import Sandbox
+from cowork.sandbox import Sandbox
 async def go():
     boxes = [await Sandbox.start(sys.argv[1]) for _ in range(2)]
     print(" ".join(b.id for b in boxes), flush=True)

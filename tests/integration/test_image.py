@@ -10,7 +10,7 @@ from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from testcontainers.core.container import DockerContainer
 
-from runtime.formats import WORKSPACE_TOOLS
+from cowork.formats import WORKSPACE_TOOLS
 
 pytestmark = pytest.mark.docker
 

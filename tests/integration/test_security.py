@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from runtime.sandbox import Sandbox
+from cowork.sandbox import Sandbox
 
 from pathlib import Path
 
@@ -44,7 +44,7 @@ class TestAgentCannotTouchEvidence:
         "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/cowork/control.sock')\"",
         "cat /proc/1/environ",
         "kill -9 1",
-        "pkill -9 -f runtime.server; exit 1",
+        "pkill -9 -f cowork.server; exit 1",
     ])
     async def test_forbidden_operation_fails(self, sb, command):
         out = await sh(sb, command)

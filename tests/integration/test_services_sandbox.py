@@ -4,8 +4,8 @@ restores the seed exactly, the same seed gives the same faults, every action is 
 
 import pytest
 
-from runtime.sandbox import Sandbox
-from runtime.spec.loader import load_spec
+from cowork.sandbox import Sandbox
+from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
 

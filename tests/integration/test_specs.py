@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.agents import make_policy
-from runtime.episode import run_task
-from runtime.evidence import Evidence
-from runtime.grading import grade
-from runtime.validate import validate_spec
+from cowork.agents import make_policy
+from cowork.episode import run_task
+from cowork.evidence import Evidence
+from cowork.grading import grade
+from cowork.validate import validate_spec
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ async def test_spec_validates(spec, no_leftovers):
 
 @pytest.mark.parametrize("spec", SPECS, ids=[p.name for p in SPECS])
 async def test_saved_bundle_regrades_to_the_live_grade(spec, tmp_path, no_leftovers):
-    from runtime.spec.loader import load_spec
+    from cowork.spec.loader import load_spec
 
     loaded = load_spec(spec)
     for agent in ("oracle", "violation"):

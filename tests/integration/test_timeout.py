@@ -2,9 +2,9 @@
 
 import pytest
 
-from runtime.agents import ScriptedPolicy
-from runtime.episode import run_task
-from runtime.spec.loader import load_spec
+from cowork.agents import ScriptedPolicy
+from cowork.episode import run_task
+from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
 

@@ -3,9 +3,9 @@ output in the workspace change nothing, and the verifier files are never in the 
 
 import pytest
 
-from runtime.agents import ScriptedPolicy
-from runtime.episode import run_task
-from runtime.spec.loader import load_spec
+from cowork.agents import ScriptedPolicy
+from cowork.episode import run_task
+from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
 
@@ -71,8 +71,8 @@ async def test_cheating_agent_fails_the_hidden_verifier(spec, no_leftovers):
 
 
 async def test_honest_agent_passes_and_bundle_regrades_offline(spec, tmp_path, no_leftovers):
-    from runtime.evidence import Evidence
-    from runtime.grading import grade
+    from cowork.evidence import Evidence
+    from cowork.grading import grade
 
     res = await run_task(spec, ScriptedPolicy(CHEATS[:4] + [("write_file", {"path": "report.txt", "content": "total=42\n"})]),
                          evidence_dir=tmp_path / "bundle")

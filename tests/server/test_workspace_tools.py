@@ -6,10 +6,10 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
-from runtime.formats import WORKSPACE_TOOLS, verify_chain
-from runtime.server.app import ServerConfig, build_app
-from runtime.server.audit import AuditLog
-from runtime.server.workspace_tools import WorkspaceConfig
+from cowork.formats import WORKSPACE_TOOLS, verify_chain
+from cowork.server.app import ServerConfig, build_app
+from cowork.server.audit import AuditLog
+from cowork.server.workspace_tools import WorkspaceConfig
 
 
 @pytest.fixture

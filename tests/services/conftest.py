@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 from fastmcp import Client, FastMCP
 
-from runtime.services.base import ServiceContext, open_db
-from runtime.services.catalog import ALL_SERVICE_TOOLS
-from runtime.services.registry import ServicesSeed, register_all, reset, seed_all
+from cowork.services.base import ServiceContext, open_db
+from cowork.services.catalog import ALL_SERVICE_TOOLS
+from cowork.services.registry import ServicesSeed, register_all, reset, seed_all
 
 from .support import SEED_DATA, Env
 

@@ -9,8 +9,8 @@ import pytest
 from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 
-from runtime.services.base import ServiceContext
-from runtime.services.registry import ServicesSeed
+from cowork.services.base import ServiceContext
+from cowork.services.registry import ServicesSeed
 
 ME = "me@acme.com"
 

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 from fastmcp import Client, FastMCP
 
-from runtime.services import registry
-from runtime.services.base import ServiceContext, open_db
-from runtime.services.catalog import ALL_SERVICE_TOOLS, SERVICE_TOOLS, TOOL_SERVICE
-from runtime.services.registry import dump_state, register_all, state_hash
+from cowork.services import registry
+from cowork.services.base import ServiceContext, open_db
+from cowork.services.catalog import ALL_SERVICE_TOOLS, SERVICE_TOOLS, TOOL_SERVICE
+from cowork.services.registry import dump_state, register_all, state_hash
 
 from .support import ME, call
 
@@ -91,7 +91,7 @@ class TestCatalog:
         assert len(SERVICE_TOOLS) >= 10
 
     def test_services_import_nothing_host_side(self):
-        allowed = {"fastmcp", "pydantic", "runtime.formats"}
+        allowed = {"fastmcp", "pydantic", "cowork.formats"}
         for path in Path(registry.__file__).parent.glob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.level == 0:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from runtime.services.registry import dump_state
+from cowork.services.registry import dump_state
 
 from .support import ME, actions, call, fails
 

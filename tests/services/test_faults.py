@@ -9,11 +9,11 @@ from fastmcp import Client, FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import ValidationError
 
-from runtime.formats import verify_chain
-from runtime.server.audit import AuditLog, AuditMiddleware
-from runtime.services.base import ServiceContext, open_db
-from runtime.services.faults import FaultConfig, FaultInjector
-from runtime.services.registry import ServicesSeed, dump_state, register_all, reset, seed_all
+from cowork.formats import verify_chain
+from cowork.server.audit import AuditLog, AuditMiddleware
+from cowork.services.base import ServiceContext, open_db
+from cowork.services.faults import FaultConfig, FaultInjector
+from cowork.services.registry import ServicesSeed, dump_state, register_all, reset, seed_all
 
 from .support import SEED_DATA
 

@@ -8,8 +8,8 @@ from datetime import datetime, timezone
 import pytest
 from pydantic import ValidationError
 
-from runtime.services.base import ServiceContext, open_db, resolve_time
-from runtime.services.registry import ServicesSeed, diff_state, dump_state, reset, seed_all, state_hash
+from cowork.services.base import ServiceContext, open_db, resolve_time
+from cowork.services.registry import ServicesSeed, diff_state, dump_state, reset, seed_all, state_hash
 
 from .support import SEED_DATA, call
 

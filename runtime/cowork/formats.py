@@ -1,6 +1,6 @@
 """Formats shared by the in-container server and the host-side graders.
 
-This module imports nothing from ``runtime.server`` nor from host-side modules, so the
+This module imports nothing from ``cowork.server`` nor from host-side modules, so the
 server writes and the grader verifies exactly the same definitions: the audit record,
 its hash chain, and the fixed paths inside a sandbox.
 """

@@ -1,6 +1,6 @@
 """Entry point of the in-container server: seed the workspace, then serve MCP and control.
 
-Run as root inside the sandbox (``python -m runtime.server``). Never imports Docker or
+Run as root inside the sandbox (``python -m cowork.server``). Never imports Docker or
 host-side modules.
 """
 
@@ -25,7 +25,7 @@ from .audit import AuditLog
 from .control import export_workspace, serve_control
 from .workspace_tools import WorkspaceConfig
 
-log = logging.getLogger("runtime.server")
+log = logging.getLogger("cowork.server")
 
 
 def load_config(path: str) -> tuple[ServerConfig, dict]:

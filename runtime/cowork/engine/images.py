@@ -32,8 +32,8 @@ TASK_REPO_PREFIX = "cowork-task-"
 #: Packages the in-container server needs; pinned to the host's versions.
 SERVER_PACKAGES = ("fastmcp",)
 
-PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/
-PROJECT_DIR = PACKAGE_DIR.parent
+PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/cowork/
+PROJECT_DIR = PACKAGE_DIR.parent.parent
 #: Parts of the package that run inside the container (hashed into the sandbox tag).
 IN_CONTAINER = ("__init__.py", "formats.py", "server", "services")
 
@@ -49,7 +49,7 @@ def _project_file(name: str) -> Path:
     for base in (Path(os.environ.get("COWORK_HOME", PROJECT_DIR)), PROJECT_DIR):
         if (base / name).exists():
             return base / name
-    raise ImageError(f"{name} not found next to the runtime package; set COWORK_HOME to the cowork source checkout")
+    raise ImageError(f"{name} not found next to the cowork package; set COWORK_HOME to the cowork source checkout")
 
 
 def _image_exists(ref: str) -> bool:
@@ -167,13 +167,13 @@ def ensure_sandbox_image(offline_only: bool = False) -> str:
         shutil.copy(_project_file("Dockerfile"), Path(ctx) / "Dockerfile")
         shutil.copytree(wheels, Path(ctx) / "wheelhouse")
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-        (Path(ctx) / "runtime").mkdir()
+        (Path(ctx) / "cowork").mkdir()
         for name in IN_CONTAINER:
             src = PACKAGE_DIR / name
             if src.is_dir():
-                shutil.copytree(src, Path(ctx) / "runtime" / name, ignore=ignore)
+                shutil.copytree(src, Path(ctx) / "cowork" / name, ignore=ignore)
             elif src.is_file():
-                shutil.copy(src, Path(ctx) / "runtime" / name)
+                shutil.copy(src, Path(ctx) / "cowork" / name)
         _build(path=ctx, tag=tag, buildargs={"BASE": base})
     get_client().images.get(tag).tag(SANDBOX_REPO, "latest")
     log.info("built %s in %.1fs", tag, time.monotonic() - t0)
