@@ -23,7 +23,9 @@ def pytest_collection_modifyitems(config, items):
 
     if docker_available():
         return
-    if os.environ.get("COWORK_REQUIRE_DOCKER") == "1":
+    from cowork import settings
+
+    if settings.reload().require_docker:
         raise pytest.UsageError("COWORK_REQUIRE_DOCKER=1 but no Docker daemon answers")
     skip = pytest.mark.skip(reason="no Docker daemon answers (run scripts/setup.sh)")
     for item in docker_items:

@@ -15,6 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from . import settings
 from .errors import SandboxError, SandboxStartTimeout
 from .evidence import Evidence
 from .formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET
@@ -305,10 +306,10 @@ _slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]
 
 
 def _start_slots() -> asyncio.Semaphore:
-    """Per-event-loop limit on sandboxes starting at once ($COWORK_MAX_STARTING, default 2 x cores)."""
+    """Per-event-loop limit on sandboxes starting at once (settings.max_starting, default 2 x cores)."""
     loop = asyncio.get_running_loop()
     if loop not in _slots:
-        n = int(os.environ.get("COWORK_MAX_STARTING", 0)) or 2 * (os.cpu_count() or 1)
+        n = settings.get().max_starting or 2 * (os.cpu_count() or 1)
         _slots[loop] = asyncio.Semaphore(n)
     return _slots[loop]
 

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from .phases import Bench, Plan
 from .report import Report
 
@@ -30,9 +31,7 @@ __all__ = ["Bench", "Plan", "Report", "cli", "run_bench"]
 
 def default_spec() -> Path:
     """The spec the bench runs: fix-csv-report from the source checkout."""
-    from ..engine.images import PROJECT_DIR
-
-    base = Path(os.environ.get("COWORK_HOME", PROJECT_DIR))
+    base = settings.get().home
     return base / "specs" / "fix-csv-report"
 
 

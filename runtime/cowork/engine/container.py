@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import os
 import shutil
 import time
 import uuid
@@ -13,6 +12,7 @@ from pathlib import Path
 import docker.errors
 from docker.types import Mount
 
+from .. import settings
 from ..errors import SandboxError
 from ..formats import AGENT_GID, AGENT_UID, RUN_DIR
 from ..spec.models import Limits
@@ -30,7 +30,7 @@ SERVER_CAPS = ["SETUID", "SETGID", "CHOWN", "KILL", "DAC_READ_SEARCH"]
 
 def run_root() -> Path:
     """Host folder holding one bind-mounted run dir per sandbox (kept short: socket paths max 108 bytes)."""
-    root = Path(os.environ.get("COWORK_RUN_ROOT", f"/tmp/cowork-{os.getuid()}"))
+    root = settings.get().run_root
     root.mkdir(mode=0o700, parents=True, exist_ok=True)
     return root
 

@@ -19,13 +19,14 @@ from pathlib import Path
 
 import docker.errors
 
+from .. import settings
 from ..errors import ImageError
 from ..spec.loader import LoadedSpec
 from .client import get_client
 
 log = logging.getLogger(__name__)
 
-BASE_IMAGE = os.environ.get("COWORK_BASE_IMAGE", "cowork-base:bookworm")
+BASE_IMAGE = settings.get().base_image
 PUBLIC_BASE = "python:3.11-slim-bookworm"
 SANDBOX_REPO = "cowork-sandbox"
 TASK_REPO_PREFIX = "cowork-task-"
@@ -40,13 +41,13 @@ IN_CONTAINER = ("__init__.py", "formats.py", "server", "services")
 
 def cache_dir() -> Path:
     """Where wheelhouses and other build inputs are cached."""
-    root = Path(os.environ.get("COWORK_CACHE", Path.home() / ".cache" / "cowork"))
+    root = settings.get().cache
     root.mkdir(parents=True, exist_ok=True)
     return root
 
 
 def _project_file(name: str) -> Path:
-    for base in (Path(os.environ.get("COWORK_HOME", PROJECT_DIR)), PROJECT_DIR):
+    for base in (settings.get().home, PROJECT_DIR):
         if (base / name).exists():
             return base / name
     raise ImageError(f"{name} not found next to the cowork package; set COWORK_HOME to the cowork source checkout")

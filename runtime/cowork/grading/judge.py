@@ -10,11 +10,11 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from .. import settings
 from ..errors import PolicyError
 from ..evidence import Evidence
 from ..formats import canonical_json
@@ -45,7 +45,7 @@ class LLMJudge:
         self.model = model
         self._backend = OpenAIPolicy(model=model, base_url=base_url, api_key=api_key, temperature=0.0,
                                      max_tokens=300, retries=retries)
-        root = Path(cache_dir or Path(os.environ.get("COWORK_CACHE", Path.home() / ".cache" / "cowork")) / "judge")
+        root = Path(cache_dir or settings.get().cache / "judge")
         root.mkdir(parents=True, exist_ok=True)
         self.cache_dir = root
 
