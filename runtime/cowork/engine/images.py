@@ -31,7 +31,7 @@ PUBLIC_BASE = "python:3.11-slim-bookworm"
 SANDBOX_REPO = "cowork-sandbox"
 TASK_REPO_PREFIX = "cowork-task-"
 #: Packages the in-container server needs; pinned to the host's versions.
-SERVER_PACKAGES = ("fastmcp",)
+SERVER_PACKAGES = ("fastmcp", "google-re2")
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/cowork/
 PROJECT_DIR = PACKAGE_DIR.parent.parent
