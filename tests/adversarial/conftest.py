@@ -57,9 +57,15 @@ def make_spec(tmp_path):
     return make
 
 
-def oracle_plus(loaded, *extra):
-    """A ScriptedPolicy that runs the spec's oracle, then the ``extra`` (tool, args) calls."""
+@pytest.fixture
+def oracle_plus():
+    """``oracle_plus(loaded, *extra)``: a ScriptedPolicy playing the spec's oracle, then the
+    ``extra`` (tool, args) calls. (A fixture: test folders are not packages, so tests cannot
+    import from this conftest.)"""
     from cowork.agents import ScriptedPolicy
 
-    steps = [(s.tool, dict(s.args)) for s in loaded.spec.oracle]
-    return ScriptedPolicy([*steps, *extra])
+    def make(loaded, *extra):
+        steps = [(s.tool, dict(s.args)) for s in loaded.spec.oracle]
+        return ScriptedPolicy([*steps, *extra])
+
+    return make
