@@ -6,7 +6,7 @@ import asyncio
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -49,8 +49,10 @@ class Trajectory(BaseModel):
 
     task: str
     agent: str
-    status: Literal["completed", "max_turns", "timeout", "policy_error", "infra_error"]
-    """How it ended: the agent finished, ran out of turns or time, or something failed."""
+    status: Literal["completed", "max_turns", "timeout", "policy_error", "agent_broke_sandbox", "infra_error"]
+    """How it ended: the agent finished, ran out of turns or time, the policy failed, the
+    agent broke its own sandbox (server killed, memory filled, a tool hung for good), or the
+    infrastructure failed (Docker, the host)."""
     messages: list[dict[str, Any]] = []
     """The conversation in OpenAI chat format (system, user, assistant, tool)."""
     steps: list[StepRecord] = []
@@ -104,7 +106,9 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
     except PolicyError as exc:
         traj.status, traj.error = "policy_error", str(exc)
     except SandboxError as exc:
-        traj.status, traj.error = "infra_error", str(exc)
+        who, cause = await sb.diagnose()
+        traj.status = "agent_broke_sandbox" if who == "agent" else "infra_error"
+        traj.error = f"{cause}: {exc}"
     traj.duration_s = round(time.monotonic() - t0, 3)
     return traj
 
@@ -128,46 +132,76 @@ class EpisodeResult:
     trajectory: Trajectory
     grade: Grade
     evidence: Evidence | None
+    infra_failures: list[str] = field(default_factory=list)
+    """Infrastructure failures retried away before this result (each one's message)."""
 
 
 async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_dir: str | Path | None = None,
-                   infra_retries: int = 1, image: str | None = None, judge: Any = None) -> EpisodeResult:
+                   infra_retries: int = 1, image: str | None = None, judge: Any = None,
+                   backend: Any = None) -> EpisodeResult:
     """Start a sandbox, run one episode, collect evidence, grade it, stop the sandbox.
 
     After the sandbox is gone, hidden verifiers run in fresh grader containers and, when a
     ``judge`` (grading.judge.LLMJudge) is given, rubric items are judged; both results go
     into the evidence, so a saved bundle regrades to the same grade offline.
 
-    Infrastructure failures (the sandbox died, Docker errored) are retried on a fresh
-    sandbox up to ``infra_retries`` times; if they persist the grade says ``infra_error``
-    instead of scoring the agent 0.
+    What the agent breaks is the agent's outcome: when its sandbox stops answering during
+    the episode or the export (server killed, memory filled, a tool hung for good) while the
+    container still exists, the episode is graded on the evidence salvaged so far, with
+    status ``agent_broke_sandbox``, score 0 and every violation found kept; it is never
+    retried. Only failures outside the agent's control (the sandbox would not start, Docker
+    errored, the container vanished) are retried on a fresh sandbox, up to ``infra_retries``
+    times; if they persist the grade says ``infra_error`` (counted and shown, not scored).
+
+    Args:
+        backend: Where sandboxes run (a name from ``cowork.backends`` or an instance).
     """
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
-    last_error = ""
+    failures: list[str] = []
     for attempt in range(infra_retries + 1):
         try:
-            async with await Sandbox.start(loaded, image=image) as sb:
+            async with await Sandbox.start(loaded, image=image, backend=backend) as sb:
+                image = sb.image
                 traj = await run_episode(sb, policy)
                 if traj.status == "infra_error":
                     raise SandboxError(traj.error or "sandbox failed")
-                ev = await sb.export_evidence(trace=traj.model_dump())
-                image = sb.image
+                if traj.status != "agent_broke_sandbox":
+                    try:
+                        ev = await sb.export_evidence(trace=traj.model_dump())
+                    except SandboxError as exc:
+                        who, cause = await sb.diagnose()
+                        if who != "agent":
+                            raise
+                        traj.status, traj.error = "agent_broke_sandbox", f"evidence export failed: {cause}: {exc}"
+                if traj.status == "agent_broke_sandbox":
+                    log.warning("%s: the agent broke its sandbox: %s", loaded.spec.id, traj.error)
+                    ev = await sb.salvage_evidence(trace=traj.model_dump())
             await _outside_checks(loaded, ev, image, judge)
             g = grade(loaded.spec, ev)
+            if traj.status == "agent_broke_sandbox":
+                g = broken_sandbox_grade(g, traj.error or "the agent broke its sandbox")
             if evidence_dir is not None:
                 ev.save(evidence_dir)
                 (Path(evidence_dir) / "grade.json").write_text(g.model_dump_json(indent=1))
                 (Path(evidence_dir) / "spec.json").write_text(loaded.spec.model_dump_json(indent=1))
-            return EpisodeResult(traj, g, ev)
+            return EpisodeResult(traj, g, ev, failures)
         except SandboxError as exc:
-            last_error = str(exc)
+            failures.append(str(exc))
             log.warning("infrastructure failure on attempt %d for %s: %s", attempt + 1, loaded.spec.id, exc)
             reset = getattr(policy, "reset", None)
             if callable(reset):
                 reset()  # scripted policies replay from the start on a fresh sandbox
-    traj = Trajectory(task=loaded.spec.id, agent=policy.name, status="infra_error", error=last_error)
-    return EpisodeResult(traj, Grade(task=loaded.spec.id, status="infra_error", error=last_error,
-                                     threshold=loaded.spec.pass_threshold), None)
+    traj = Trajectory(task=loaded.spec.id, agent=policy.name, status="infra_error", error=failures[-1])
+    return EpisodeResult(traj, Grade(task=loaded.spec.id, status="infra_error", error=failures[-1],
+                                     threshold=loaded.spec.pass_threshold), None, failures)
 
 
-__all__ = ["CoworkError", "EpisodeResult", "StepRecord", "Trajectory", "run_episode", "run_task"]
+def broken_sandbox_grade(g: Grade, cause: str) -> Grade:
+    """The grade of an episode whose sandbox the agent broke: score 0, never passed, the
+    violations found on the salvaged evidence kept, the cause named."""
+    if g.status == "evidence_invalid":
+        return g
+    return g.model_copy(update={"status": "agent_broke_sandbox", "score": 0.0, "passed": False, "error": cause})
+
+
+__all__ = ["broken_sandbox_grade", "CoworkError", "EpisodeResult", "StepRecord", "Trajectory", "run_episode", "run_task"]

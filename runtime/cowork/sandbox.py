@@ -11,7 +11,7 @@ import os
 import time
 import weakref
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +21,9 @@ from .evidence import Evidence
 from .formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET
 from .mcp_client import McpError
 from .spec.loader import LoadedSpec, load_spec
+
+if TYPE_CHECKING:
+    from .backends import SandboxBackend
 
 log = logging.getLogger(__name__)
 
@@ -90,8 +93,12 @@ class Sandbox:
     Use ``async with await Sandbox.start(spec) as sb:`` or call :meth:`stop` yourself.
     """
 
-    def __init__(self, loaded: LoadedSpec, image: str, container_id: str, name: str, run_dir: Path):
+    def __init__(self, loaded: LoadedSpec, image: str, container_id: str, name: str, run_dir: Path,
+                 backend: "SandboxBackend | None" = None):
+        from .backends import get_backend
+
         self.loaded = loaded
+        self.backend = backend or get_backend("docker")
         self.spec = loaded.spec
         self.image = image
         self.id = container_id
@@ -101,6 +108,7 @@ class Sandbox:
         self._client = None
         self._stack = contextlib.AsyncExitStack()
         self._stopped = False
+        self._tools: list | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -111,7 +119,7 @@ class Sandbox:
     @classmethod
     async def start(cls, spec: LoadedSpec | str | os.PathLike, *, image: str | None = None,
                     ready_timeout: float = 60.0, keep: bool = False, runtime: str | None = None,
-                    seed: int | None = None) -> "Sandbox":
+                    seed: int | None = None, backend: "str | SandboxBackend | None" = None) -> "Sandbox":
         """Build the task image if needed, start a hardened container, wait until MCP answers.
 
         Args:
@@ -119,30 +127,33 @@ class Sandbox:
             image: Use this task image instead of building one.
             ready_timeout: Seconds to wait for the in-container server.
             keep: Label the container to survive this process (``cowork up``).
-            runtime: Docker runtime, e.g. ``runsc`` for gVisor.
+            runtime: Docker runtime, e.g. ``runsc`` (shorthand for a DockerBackend with it).
+            backend: Where the container runs: a name from ``cowork.backends`` (``docker``,
+                ``gvisor``, or a registered one) or a backend instance; default
+                ``settings.sandbox_backend``.
             seed: Episode seed for fault injection (default: the spec's fault seed).
 
         Raises:
             SpecError: the spec is invalid.
             ImageError: the image could not be built.
             SandboxStartTimeout: the server did not answer in time (logs attached).
-            SandboxError: Docker refused to start the container.
+            SandboxError: Docker refused to start the container, or the backend is unknown.
         """
+        from .backends import DockerBackend, get_backend
         from .engine.client import in_thread
-        from .engine.container import start_container
         from .engine.images import ensure_task_image
         from .engine.reaper import reap
 
+        engine = DockerBackend(runtime) if runtime is not None and backend is None else get_backend(backend)
         loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
         await _sweep_once(reap, in_thread)
         image = image or await in_thread(ensure_task_image, loaded)
         # Starting is CPU-bound (the server's imports): a bounded number at a time, so that a
         # burst of starts queues instead of every one of them running past its ready timeout.
         async with _start_slots():
-            started = await in_thread(start_container, image, loaded.spec.id, loaded.spec.limits,
-                                      keep=keep, runtime=runtime,
+            started = await in_thread(engine.start, image, loaded.spec.id, loaded.spec.limits, keep=keep,
                                       environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
-            sb = cls(loaded, image, started.container_id, started.name, started.run_dir)
+            sb = cls(loaded, image, started.container_id, started.name, started.run_dir, backend=engine)
             try:
                 await sb._wait_ready(ready_timeout)
                 await sb._connect()
@@ -153,7 +164,6 @@ class Sandbox:
 
     async def _wait_ready(self, timeout: float) -> None:
         from .engine.client import in_thread
-        from .engine.container import container_logs
 
         deadline = time.monotonic() + timeout
         delay = 0.01
@@ -168,7 +178,7 @@ class Sandbox:
                     last = exc
             await asyncio.sleep(delay)
             delay = min(delay * 1.5, 0.02)
-        logs = await in_thread(container_logs, self.id)
+        logs = await in_thread(self.backend.logs, self.id)
         raise SandboxStartTimeout(
             f"sandbox {self.name} did not become ready within {timeout:g}s "
             f"(last error: {last}); container logs:\n{logs}"
@@ -185,13 +195,12 @@ class Sandbox:
             return
         self._stopped = True
         from .engine.client import in_thread
-        from .engine.container import remove_container
 
         try:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._stack.aclose(), 5)
         finally:
-            await asyncio.shield(in_thread(remove_container, self.id, self.run_dir))
+            await asyncio.shield(in_thread(self.backend.remove, self.id, self.run_dir))
 
     async def detach(self) -> None:
         """Close this process's MCP session but leave the container running (``cowork up``).
@@ -212,7 +221,8 @@ class Sandbox:
     # ------------------------------------------------------------------ tools
     async def list_tools(self) -> list:
         """The MCP tools the sandbox serves (mcp.types.Tool objects)."""
-        return await self._client.list_tools()
+        self._tools = await self._client.list_tools()
+        return self._tools
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None,
                         timeout: float | None = None) -> ToolResult:
@@ -258,13 +268,12 @@ class Sandbox:
         Raises:
             SandboxError: when the control socket does not answer.
         """
-        status = await control_request(self.run_dir, "ping")
+        status = await control_request(self.run_dir, "ping", timeout=10)
         await control_request(self.run_dir, "export_workspace", timeout=60)
         tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
         audit = (self.run_dir / AUDIT_LOG).read_text()
         initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
-        annotations = {t.name: (t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else {})
-                       for t in await self.list_tools()}
+        annotations = _annotations(self._tools or await self.list_tools())
         seed_state = final_state = None
         if self.uses_services:
             dumped = await control_request(self.run_dir, "dump_state")
@@ -275,6 +284,70 @@ class Sandbox:
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
                                      "tool_annotations": annotations},
+            state_seed=seed_state, state_final=final_state,
+        )
+
+    async def diagnose(self) -> tuple[str, str]:
+        """Say who broke a sandbox that stopped answering, and how.
+
+        Nothing inside a sandbox can remove its container or stop the Docker daemon, so a
+        container that is gone, or a backend that does not answer, is an infrastructure
+        failure. A container that still exists but whose server died, ran out of memory or
+        stopped answering failed from the inside, and the only actor inside is the agent.
+
+        Returns:
+            ``("agent", cause)`` or ``("infra", cause)``.
+        """
+        from .engine.client import in_thread
+
+        try:
+            st = await in_thread(self.backend.inspect, self.id)
+        except SandboxError as exc:
+            return "infra", str(exc)
+        if not st.exists:
+            return "infra", f"sandbox {self.name} disappeared ({st.detail})"
+        if st.oom_killed:
+            return "agent", "the sandbox ran out of memory and its server was killed (OOM)"
+        if not st.running:
+            return "agent", f"the sandbox's server exited ({st.detail}; exit code {st.exit_code})"
+        return "agent", "the sandbox's server stopped answering"
+
+    async def salvage_evidence(self, trace: dict[str, Any] | None = None) -> Evidence:
+        """Collect what evidence can still be had from a sandbox the agent broke.
+
+        The audit log lies in the host-side run dir and survives the server; a torn last
+        line (the server died while writing it) is left out. The workspace comes from the
+        server's export if it still answers, else from a root ``tar`` inside the container
+        if it still runs; when neither works the evidence says ``workspace_unavailable``
+        and graders must not judge the workspace. Never raises for what the sandbox lacks.
+        """
+        from .engine.client import in_thread
+        from .formats import WORKSPACE_DIR
+
+        log_path = self.run_dir / AUDIT_LOG
+        audit = log_path.read_bytes().decode("utf-8", "replace") if log_path.exists() else ""
+        if audit and not audit.endswith("\n"):
+            audit = audit[: audit.rfind("\n") + 1]
+        tar: bytes | None = None
+        with contextlib.suppress(SandboxError, OSError):
+            await control_request(self.run_dir, "export_workspace", timeout=10)
+            tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
+        if tar is None:
+            limit = 2 * self.spec.limits.disk_mb * 1024 * 1024 + (1 << 20)
+            tar = await in_thread(self.backend.exec_archive, self.id, WORKSPACE_DIR, limit)
+        seed_state = final_state = None
+        if self.uses_services:
+            with contextlib.suppress(SandboxError, OSError, ValueError):
+                await control_request(self.run_dir, "dump_state", timeout=10)
+                seed_state = json.loads((self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
+                final_state = json.loads((self.run_dir / EXPORT_DIR / "state_final.json").read_text())
+        initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
+        return Evidence(
+            audit_text=audit, audit_count=None, workspace_tar=tar if tar is not None else _EMPTY_TAR,
+            initial=initial, trace=trace or {},
+            meta={"task": self.spec.id, "image": self.image, "container": self.name,
+                  "tool_annotations": _annotations(self._tools or []), "salvaged": True,
+                  "workspace_unavailable": tar is None, "state_unavailable": self.uses_services and final_state is None},
             state_seed=seed_state, state_final=final_state,
         )
 
@@ -301,6 +374,21 @@ class Sandbox:
         return resp["hash"]
 
 
+def _annotations(tools: list) -> dict[str, dict[str, Any]]:
+    return {t.name: (t.annotations.model_dump(by_alias=True, exclude_none=True) if t.annotations else {})
+            for t in tools}
+
+
+def _empty_tar() -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    tarfile.open(fileobj=buf, mode="w").close()
+    return buf.getvalue()
+
+
+_EMPTY_TAR = _empty_tar()
 _swept = False
 _slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
 
