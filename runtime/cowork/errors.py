@@ -42,3 +42,7 @@ class EvidenceError(CoworkError, ValueError):
 
 class PolicyError(CoworkError, RuntimeError):
     """A policy (model backend or scripted agent) failed to produce an action."""
+
+
+class GradingError(CoworkError, RuntimeError):
+    """A check could not be judged (a plugin without a verdict, a result missing); never a pass."""
