@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EvidenceError
-from .formats import ChainReport, verify_chain
+from .formats import ChainReport, audit_lines, merge_tool_calls, verify_chain
 
 AUDIT_FILE = "audit.jsonl"
 WORKSPACE_FILE = "workspace.tar"
@@ -50,19 +50,28 @@ class Evidence:
 
     _files: dict[str, bytes] | None = field(default=None, repr=False)
     _chain: ChainReport | None = field(default=None, repr=False)
+    _calls: tuple[ChainReport, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ views
     @property
     def chain(self) -> ChainReport:
         """The verified audit chain."""
         if self._chain is None:
-            self._chain = verify_chain(self.audit_text.splitlines(), self.audit_count)
+            # "\n" only: str.splitlines would also break at U+2028, U+0085 and friends.
+            self._chain = verify_chain(audit_lines(self.audit_text), self.audit_count)
         return self._chain
 
     @property
     def tool_calls(self) -> list[dict[str, Any]]:
-        """Audit records of tool calls, in order."""
-        return [r for r in self.chain.records if r.get("kind") == "tool_call"]
+        """Tool calls, each merged with its result, in the order they finished.
+
+        See formats.merge_tool_calls: a call the server began but never finished has
+        outcome ``"unknown"``; a ``cut`` list names values kept only as a prefix.
+        """
+        chain = self.chain
+        if self._calls is None or self._calls[0] is not chain:  # probes swap the chain of a copy
+            self._calls = (chain, merge_tool_calls(chain.records))
+        return self._calls[1]
 
     @property
     def files(self) -> dict[str, bytes]:
@@ -89,7 +98,7 @@ class Evidence:
         """Write the bundle to ``folder`` (created if needed)."""
         d = Path(folder)
         d.mkdir(parents=True, exist_ok=True)
-        (d / AUDIT_FILE).write_text(self.audit_text)
+        (d / AUDIT_FILE).write_text(self.audit_text, encoding="utf-8")
         (d / WORKSPACE_FILE).write_bytes(self.workspace_tar)
         (d / INITIAL_FILE).write_text(json.dumps(self.initial, indent=1, sort_keys=True))
         (d / TRACE_FILE).write_text(json.dumps(self.trace, indent=1, default=str))
@@ -117,7 +126,7 @@ class Evidence:
         try:
             meta = json.loads((d / META_FILE).read_text())
             return cls(
-                audit_text=(d / AUDIT_FILE).read_text() if (d / AUDIT_FILE).exists() else "",
+                audit_text=(d / AUDIT_FILE).read_text(encoding="utf-8") if (d / AUDIT_FILE).exists() else "",
                 audit_count=meta.pop("audit_count", None),
                 workspace_tar=(d / WORKSPACE_FILE).read_bytes(),
                 initial=json.loads((d / INITIAL_FILE).read_text()),

@@ -128,8 +128,15 @@ class LeanMcpClient:
             headers = {**headers, "Mcp-Method": method}
             if method == "tools/call":
                 headers["Mcp-Name"] = params["name"]
-        resp = await self._http.post(self._path, json={"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
-                                     headers=headers)
+        try:
+            # ASCII-escaped, NaN refused: the wire form of formats.check_arguments. A lone
+            # surrogate travels as a \\udXXX escape instead of failing to encode as UTF-8.
+            body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
+                              ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError) as exc:
+            # Never sent: invalid params, the caller's mistake (a tool error for an agent).
+            raise McpError(f"invalid params for {method}: {exc}", rpc_code=-32602) from None
+        resp = await self._http.post(self._path, content=body.encode("ascii"), headers=headers)
         if resp.status_code >= 400:
             raise McpError(f"MCP {method} failed: HTTP {resp.status_code}: {resp.text[:300]}")
         message = _response_message(resp, rid)

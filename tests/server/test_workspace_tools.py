@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 from fastmcp import Client
 
-from cowork.formats import WORKSPACE_TOOLS, verify_chain
+from cowork.formats import WORKSPACE_TOOLS, merge_tool_calls, verify_chain
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.audit import AuditLog
 from cowork.server.workspace_tools import WorkspaceConfig
@@ -113,7 +113,9 @@ class TestWorkspaceTools:
         await call(mcp, "read_file", {"path": "notes.txt"})
         await call(mcp, "read_file", {"path": "missing"})
         await call(mcp, "shell", {"command": "echo hi"})
-        rep = verify_chain(Path(path).read_text().splitlines(), expected_count=audit.count)
-        assert rep.valid and [r["tool"] for r in rep.records] == ["read_file", "read_file", "shell"]
-        assert [r["outcome"] for r in rep.records] == ["ok", "error", "ok"]
-        assert rep.records[2]["args"] == {"command": "echo hi"} and rep.records[2]["duration_ms"] >= 0
+        rep = verify_chain(Path(path).read_text(), expected_count=audit.count)
+        assert rep.valid and [r["kind"] for r in rep.records] == ["tool_call", "tool_result"] * 3
+        calls = merge_tool_calls(rep.records)  # each call before it runs, its result after
+        assert [r["tool"] for r in calls] == ["read_file", "read_file", "shell"]
+        assert [r["outcome"] for r in calls] == ["ok", "error", "ok"]
+        assert calls[2]["args"] == {"command": "echo hi"} and calls[2]["duration_ms"] >= 0

@@ -121,12 +121,13 @@ class TestAuditAndReset:
         reset(ctx, SEED)  # never passes through MCP, so never faulted
         assert await run(mcp, calls) == ["500 Internal Server Error", "ok"]
         log.close()
-        with open(tmp_path / "audit.jsonl") as fh:
-            report = verify_chain(fh.readlines(), expected_count=log.count)
+        report = verify_chain((tmp_path / "audit.jsonl").read_text(), expected_count=log.count)
         assert report.valid, report.error
         kinds = [(r["kind"], r.get("tool"), r.get("outcome") or r.get("fault")) for r in report.records]
-        assert kinds == [("fault", "mail_read", "500"), ("tool_call", "mail_read", "error"),
-                         ("tool_call", "read_file", "ok")] * 2
+        # The call is audited before the fault hits it, its result after.
+        assert kinds == [("tool_call", "mail_read", None), ("fault", "mail_read", "500"),
+                         ("tool_result", "mail_read", "error"),
+                         ("tool_call", "read_file", None), ("tool_result", "read_file", "ok")] * 2
         assert [r["call"] for r in report.records if r["kind"] == "fault"] == [0, 0]  # reset restarted the counts
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
+
+from ..formats import INVALID_ARGUMENTS_KEY
 
 
 @dataclass
@@ -13,6 +16,28 @@ class ToolCall:
     id: str
     name: str
     arguments: dict[str, Any]
+    """Always a dict: see parse_arguments for what a model's unreadable arguments become."""
+
+
+def parse_arguments(raw: Any) -> dict[str, Any]:
+    """A model's tool-call arguments (JSON text or an already decoded value) as a dict.
+
+    Anything that is not a JSON object (bad JSON, ``"[\\"ls\\"]"``, a number, JSON nested
+    past the parser's depth) comes back as ``{INVALID_ARGUMENTS_KEY: raw}``: the episode
+    goes on, and the sandbox answers with a tool error the model can learn from, since
+    such a call is the model's own mistake, not a failure of the run.
+    """
+    if raw is None or raw == "":
+        return {}
+    value = raw
+    if isinstance(raw, (str, bytes, bytearray)):
+        try:
+            value = json.loads(raw)
+        except (ValueError, RecursionError):  # JSONDecodeError and bad UTF-8 are ValueErrors
+            return {INVALID_ARGUMENTS_KEY: raw if isinstance(raw, str) else raw.decode("utf-8", "replace")}
+    if isinstance(value, dict) and all(isinstance(k, str) for k in value):
+        return value
+    return {INVALID_ARGUMENTS_KEY: raw}
 
 
 @dataclass

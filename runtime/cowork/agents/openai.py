@@ -9,7 +9,7 @@ import os
 from typing import Any
 
 from ..errors import PolicyError
-from .base import AssistantTurn, ToolCall
+from .base import AssistantTurn, ToolCall, parse_arguments
 
 log = logging.getLogger(__name__)
 
@@ -46,18 +46,28 @@ class OpenAIPolicy:
                                 "max_tokens": self.max_tokens}
         if tools:
             body["tools"] = tools
-        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        # ASCII-escaped: a lone surrogate the model once produced (kept in the conversation)
+        # would make a UTF-8 body unencodable. NaN cannot occur: tool arguments travel as text.
+        content = json.dumps(body, ensure_ascii=True, default=str).encode("ascii")
         url = f"{self.base_url}/chat/completions"
         last = ""
         async with httpx2.AsyncClient(timeout=self.timeout) as client:
             for attempt in range(self.retries + 1):
                 try:
-                    resp = await client.post(url, json=body, headers=headers)
+                    resp = await client.post(url, content=content, headers=headers)
                 except httpx2.HTTPError as exc:
                     last = f"{type(exc).__name__}: {exc}"
                 else:
                     if resp.status_code == 200:
-                        return self._parse(resp.json())
+                        try:
+                            data = resp.json()
+                        except ValueError as exc:
+                            raise PolicyError(f"chat completion at {url} answered with invalid JSON: "
+                                              f"{resp.text[:300]!r}") from exc
+                        return self._parse(data)
                     last = f"HTTP {resp.status_code}: {resp.text[:300]}"
                     if resp.status_code not in (408, 409, 429) and resp.status_code < 500:
                         break
@@ -68,16 +78,18 @@ class OpenAIPolicy:
     def _parse(self, data: dict[str, Any]) -> AssistantTurn:
         try:
             msg = data["choices"][0]["message"]
+            if not isinstance(msg, dict):
+                raise TypeError("message is not an object")
         except (KeyError, IndexError, TypeError) as exc:
             raise PolicyError(f"chat completion response has no choices[0].message: {str(data)[:300]}") from exc
         calls = []
         for n, tc in enumerate(msg.get("tool_calls") or []):
-            fn = tc.get("function") or {}
-            raw = fn.get("arguments") or "{}"
-            try:
-                args = json.loads(raw) if isinstance(raw, str) else dict(raw)
-            except json.JSONDecodeError:
-                # Passed through: the sandbox answers with a tool error the model can learn from.
-                args = {"__invalid_json__": raw}
-            calls.append(ToolCall(id=tc.get("id") or f"call_{n}", name=fn.get("name", ""), arguments=args))
-        return AssistantTurn(content=msg.get("content"), tool_calls=calls, extra={"usage": data.get("usage")})
+            tc = tc if isinstance(tc, dict) else {}
+            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            # Unreadable or non-object arguments are passed on marked: the sandbox answers
+            # with a tool error the model can learn from.
+            args = parse_arguments(fn.get("arguments"))
+            calls.append(ToolCall(id=tc.get("id") or f"call_{n}", name=str(fn.get("name") or ""), arguments=args))
+        content = msg.get("content")
+        return AssistantTurn(content=content if content is None or isinstance(content, str) else str(content),
+                             tool_calls=calls, extra={"usage": data.get("usage")})

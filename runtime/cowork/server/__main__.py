@@ -21,7 +21,7 @@ import warnings
 from .. import formats as F
 from .agentfs import AgentFS
 from .app import ServerConfig, build_app
-from .audit import AuditLog
+from .audit import AuditLog, audit_budget
 from .control import export_workspace, serve_control
 from .workspace_tools import WorkspaceConfig
 
@@ -105,7 +105,8 @@ async def main() -> int:
     os.makedirs(os.path.join(run_dir, F.EXPORT_DIR), mode=0o700, exist_ok=True)
 
     _use_pidfd_watcher()
-    audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG))
+    # A quarter of the task's disk_mb: past it records lose their bulk (see audit.AuditLog).
+    audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG), max_bytes=audit_budget(raw.get("limits", {}).get("disk_mb")))
     mcp, fs = build_app(cfg, audit)
     services = None
     if raw.get("services") or set(cfg.tools) - set(F.WORKSPACE_TOOLS):

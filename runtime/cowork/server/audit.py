@@ -1,19 +1,54 @@
-"""Append-only, hash-chained audit log of every tool call, and the middleware that feeds it."""
+"""Append-only, hash-chained audit log of every tool call, and the middleware that feeds it.
+
+The rule it keeps: nothing takes effect without its record. A call's ``tool_call`` record
+(tool and arguments) is written before the tool runs; when it cannot be written the call
+is refused and nothing runs. A ``tool_result`` record (``call_seq``, outcome, result,
+duration) follows when the call ends; a call without one (the server died mid-call) is
+read by graders as called, with outcome ``unknown``. Services write their
+``service_action`` records inside the transaction they describe, so a failed append rolls
+the change back.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 import os
 import threading
 import time
-from typing import Any
+from typing import Any, Callable
 
+from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 
-from ..formats import GENESIS_HASH, canonical_json, seal
+from ..formats import (GENESIS_HASH, ArgumentsRefused, audited_arguments, canonical_json, check_arguments,
+                       has_surrogates, replace_surrogates, seal, string_digest)
 
-#: Longest tool output kept in an audit record; graders see it, the log stays small.
+log = logging.getLogger(__name__)
+
+#: Longest tool output (characters) kept in an audit record; graders see it, the log stays small.
 RESULT_LIMIT = 8192
+
+#: Audit budget when the task names none: the default disk_mb (64) / 4.
+DEFAULT_MAX_BYTES = 16 << 20
+
+#: Room past the budget for small records: once the budget is spent, records lose their
+#: arguments and results (cut, with length and digest) and draw on this reserve; once it is
+#: spent too, every call is refused.
+RESERVE_BYTES = 1 << 20
+
+
+def audit_budget(disk_mb: Any) -> int:
+    """Bytes the audit log may take for a task with ``disk_mb`` of disk: a quarter, at least 4 MiB."""
+    try:
+        mb = int(disk_mb)
+    except (TypeError, ValueError):
+        return DEFAULT_MAX_BYTES
+    return max(4 << 20, (mb << 20) // 4)
+
+
+class AuditFull(OSError):
+    """The audit log cannot take another record (budget and reserve spent, or a failed write)."""
 
 
 class AuditLog:
@@ -21,24 +56,63 @@ class AuditLog:
 
     The file is opened once with O_APPEND, owned by root and mode 0600; the agent user
     can neither read nor write it.
+
+    Args:
+        path: The log file (created, truncated).
+        max_bytes: Budget of the log; past it records are compacted (see ``append``).
+        reserve: Bytes past the budget that compacted records may still take.
     """
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES, reserve: int = RESERVE_BYTES):
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(self._fd, 0o600)
         self._lock = threading.Lock()
         self.count = 0
         self.last_hash = GENESIS_HASH
+        self.max_bytes = max_bytes
+        self.reserve = reserve
+        self.size = 0
+        self._broken: str | None = None
 
-    def append(self, record: dict[str, Any]) -> dict[str, Any]:
-        """Seal ``record`` into the chain and write it; returns the sealed record."""
+    def append(self, record: dict[str, Any],
+               compact: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
+        """Seal ``record`` into the chain and write it; returns the sealed record.
+
+        Args:
+            record: The record (``seq``, ``time``, ``prev`` and ``hash`` are added).
+            compact: Makes a smaller record, used instead once the budget is spent.
+
+        Raises:
+            AuditFull: the record does not fit (budget and reserve spent), or an earlier
+                write failed (the chain may be torn: nothing more is accepted).
+            ValueError: the record is not JSON (a NaN); nothing is written.
+        """
         with self._lock:
-            sealed = seal({"seq": self.count, "time": time.time(), **record}, self.last_hash)
-            os.write(self._fd, (canonical_json(sealed) + "\n").encode())
+            if self._broken:
+                raise AuditFull(f"audit log unusable after a failed write: {self._broken}")
+            line = self._line(record)
+            if self.size + len(line) > self.max_bytes and compact is not None:
+                line = self._line(compact(record))
+            if self.size + len(line) > self.max_bytes + self.reserve:
+                raise AuditFull(f"audit log is full ({self.size} bytes, budget {self.max_bytes} + {self.reserve})")
+            try:
+                written = os.write(self._fd, line)
+            except OSError as exc:
+                self._broken = str(exc)
+                raise AuditFull(f"audit log write failed: {exc}") from exc
+            if written != len(line):  # a torn line: the chain is invalid from here on, say so
+                self._broken = f"short write ({written} of {len(line)} bytes)"
+                raise AuditFull(f"audit log write failed: {self._broken}")
             self.count += 1
+            self.size += written
+            sealed = json.loads(line)
             self.last_hash = sealed["hash"]
             return sealed
+
+    def _line(self, record: dict[str, Any]) -> bytes:
+        sealed = seal({"seq": self.count, "time": time.time(), **record}, self.last_hash)
+        return (canonical_json(sealed) + "\n").encode("ascii")
 
     def close(self) -> None:
         """Close the file."""
@@ -50,41 +124,134 @@ def _result_text(result: Any) -> str:
     for block in getattr(result, "content", None) or []:
         text = getattr(block, "text", None)
         parts.append(text if text is not None else f"<{getattr(block, 'type', 'content')}>")
-    text = "\n".join(parts)
-    return text if len(text) <= RESULT_LIMIT else text[:RESULT_LIMIT] + f"... [{len(text) - RESULT_LIMIT} more chars]"
+    return "\n".join(parts)
+
+
+def _cut(value: str, path: str, limit: int, cuts: list[dict[str, Any]]) -> str:
+    if len(value) <= limit:
+        return value
+    cuts.append({"path": path, "length": len(value), "sha256": string_digest(value)})
+    return value[:limit]
+
+
+def _structured(result: Any, cuts: list[dict[str, Any]]) -> Any:
+    data = getattr(result, "structured_content", None)
+    if data is None:
+        return None
+    try:
+        text = canonical_json(data)
+    except (ValueError, TypeError, RecursionError):
+        text = json.dumps(data, default=str, allow_nan=True)
+    if len(text) <= RESULT_LIMIT:
+        return data
+    cuts.append({"path": "/structured", "length": len(text), "sha256": string_digest(text)})
+    return None
+
+
+def _compact_call(record: dict[str, Any]) -> dict[str, Any]:
+    """A tool_call record without its arguments (length and digest kept)."""
+    if not record.get("args"):
+        return record
+    try:
+        whole = canonical_json(record["args"])
+    except ValueError:
+        whole = json.dumps(record["args"], default=str, sort_keys=True)
+    cuts = [{"path": "/args", "length": len(whole), "sha256": string_digest(whole), "over_budget": True}]
+    return {**record, "args": {}, "cut": cuts}
+
+
+def _compact_result(record: dict[str, Any]) -> dict[str, Any]:
+    """A tool_result record without result text or structured content (lengths and digests kept)."""
+    out = dict(record)
+    cuts = list(record.get("cut") or [])
+    for key, limit in (("result", 0), ("error", 256)):
+        value = out.get(key)
+        if isinstance(value, str) and len(value) > limit:
+            out[key] = _cut(value, f"/{key}", limit, cuts)
+    if out.get("structured") is not None:
+        text = json.dumps(out["structured"], default=str, sort_keys=True)
+        cuts.append({"path": "/structured", "length": len(text), "sha256": string_digest(text)})
+        out["structured"] = None
+    if cuts:
+        out["cut"] = cuts
+    return out
 
 
 class AuditMiddleware(Middleware):
-    """Writes one audit record per tool call: tool, arguments, outcome, duration."""
+    """Audits every tool call: a ``tool_call`` record before it runs, a ``tool_result`` after.
+
+    It also enforces the argument rule shared with the host (formats.check_arguments): a
+    call whose arguments are refused is audited (arguments kept as far as JSON can hold
+    them) and answered with a tool error, without running. Lone surrogates are replaced by
+    U+FFFD in what the tool receives; the audit keeps the arguments as sent.
+    """
 
     def __init__(self, log: AuditLog):
         self.log = log
 
     async def on_call_tool(self, context, call_next):
         name = context.message.name
-        args = dict(context.message.arguments or {})
+        args = context.message.arguments if context.message.arguments is not None else {}
+        refusal = None
+        try:
+            check_arguments(args)
+        except ArgumentsRefused as exc:
+            refusal = str(exc)
+        kept, cuts = audited_arguments(args) if isinstance(args, dict) else ({}, [])
+        record: dict[str, Any] = {"kind": "tool_call", "tool": name, "args": kept}
+        if cuts:
+            record["cut"] = cuts
+        try:
+            call = self.log.append(record, compact=_compact_call)
+        except (OSError, ValueError) as exc:
+            # No record, no action: the call is refused before anything runs.
+            log.error("refused %s: cannot audit it: %s", name, exc)
+            raise ToolError(f"Refused: this call could not be written to the audit log ({exc}); "
+                            "nothing was done.") from None
         start = time.perf_counter()
+        if refusal is not None:
+            self._result(call, "error", start, error=refusal, error_type="ArgumentsRefused")
+            raise ToolError(f"Refused: {refusal}. Nothing was done.")
+        if _any_surrogate(args):
+            context = context.copy(message=context.message.model_copy(
+                update={"arguments": replace_surrogates(args)}))
         try:
             result = await call_next(context)
         except Exception as exc:
-            self.log.append({
-                "kind": "tool_call", "tool": name, "args": args, "outcome": "error",
-                "error": str(exc)[:RESULT_LIMIT], "error_type": type(exc).__name__,
-                "duration_ms": round((time.perf_counter() - start) * 1000, 3),
-            })
+            self._result(call, "error", start, error=str(exc), error_type=type(exc).__name__)
             raise
-        self.log.append({
-            "kind": "tool_call", "tool": name, "args": args, "outcome": "ok",
-            "result": _result_text(result),
-            "structured": _structured(result),
-            "duration_ms": round((time.perf_counter() - start) * 1000, 3),
-        })
+        self._result(call, "ok", start, result=result)
         return result
 
+    def _result(self, call: dict[str, Any], outcome: str, start: float, *, result: Any = None,
+                error: str | None = None, error_type: str | None = None) -> None:
+        """Write the tool_result record; a failure leaves the call ``unknown`` to graders."""
+        cuts: list[dict[str, Any]] = []
+        record: dict[str, Any] = {"kind": "tool_result", "call_seq": call["seq"], "tool": call["tool"],
+                                  "outcome": outcome,
+                                  "duration_ms": round((time.perf_counter() - start) * 1000, 3)}
+        if outcome == "ok":
+            record["result"] = _cut(_result_text(result), "/result", RESULT_LIMIT, cuts)
+            record["structured"] = _structured(result, cuts)
+        else:
+            record["error"] = _cut(error or "", "/error", RESULT_LIMIT, cuts)
+            record["error_type"] = error_type
+        if cuts:
+            record["cut"] = cuts
+        try:
+            self.log.append(record, compact=_compact_result)
+        except (OSError, ValueError, TypeError) as exc:
+            try:  # a structured result JSON cannot hold: keep the rest
+                self.log.append(_compact_result(record))
+            except (OSError, ValueError, TypeError):
+                log.error("tool_result of call %s not audited: %s", call["seq"], exc)
 
-def _structured(result: Any) -> Any:
-    data = getattr(result, "structured_content", None)
-    if data is None:
-        return None
-    text = json.dumps(data, default=str)
-    return data if len(text) <= RESULT_LIMIT else None
+
+def _any_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return has_surrogates(value)
+    if isinstance(value, dict):
+        return any(_any_surrogate(k) or _any_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_any_surrogate(v) for v in value)
+    return False

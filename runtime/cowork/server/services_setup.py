@@ -10,13 +10,20 @@ from typing import Any, Awaitable, Callable
 from fastmcp import FastMCP
 
 from ..formats import EXPORT_DIR
-from ..services.base import ServiceContext, open_db
+from ..services.base import ServiceContext, limit_growth, open_db
 from ..services.catalog import ALL_SERVICE_TOOLS
 from ..services.faults import FaultConfig, FaultInjector
 from ..services.registry import ServicesSeed, dump_state, register_all, reset, seed_all, state_hash
-from .audit import AuditLog
+from .audit import AuditLog, audit_budget
 
 DB_FILE = "services.db"
+
+
+def db_budget(limits: dict[str, Any] | None) -> int:
+    """Bytes the service database may grow beyond its seed: a quarter of the task's
+    ``disk_mb`` (at least 4 MiB), like the audit log, so the run dir on the host stays
+    within about the task's disk budget (the state dumps are about the database's size)."""
+    return audit_budget((limits or {}).get("disk_mb"))
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
@@ -79,5 +86,6 @@ def setup_services(mcp: FastMCP, raw: dict[str, Any], run_dir: str, audit: Audit
     ctx = ServiceContext(db=db, audit=audit.append, faults=faults, **({"clock": clock} if clock else {}))
     seed = ServicesSeed.model_validate(raw.get("services") or {})
     seed_all(ctx, seed)
+    limit_growth(db, db_budget(raw.get("limits")))
     register_all(mcp, ctx, allowed)
     return Services(ctx, seed, run_dir)

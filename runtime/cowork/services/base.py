@@ -52,6 +52,22 @@ def open_db(path: str = ":memory:") -> sqlite3.Connection:
     return db
 
 
+def limit_growth(db: sqlite3.Connection, max_bytes: int) -> int:
+    """Let the database grow by at most ``max_bytes`` beyond its current size.
+
+    Past it, a write fails with SQLITE_FULL, which Store.tx turns into a tool error (the
+    transaction is rolled back, nothing changes). Call it after seeding, so a large seed
+    never fails; the limit then bounds what the agent can add to the run dir.
+
+    Returns:
+        The page limit set.
+    """
+    page = db.execute("PRAGMA page_size").fetchone()[0]
+    pages = db.execute("PRAGMA page_count").fetchone()[0]
+    limit = pages + max(1, max_bytes // page)
+    return db.execute(f"PRAGMA max_page_count = {int(limit)}").fetchone()[0]
+
+
 def _no_audit(record: dict[str, Any]) -> None:
     return None
 
@@ -104,9 +120,23 @@ class Store:
 
     @contextmanager
     def tx(self) -> Iterator["Store"]:
-        """Hold the lock and run the block as one transaction."""
-        with self.ctx.lock, self.ctx.db:
-            yield self
+        """Hold the lock and run the block as one transaction.
+
+        The service's audit record is written inside the block, so a failed append rolls
+        the change back: no change without its record.
+
+        Raises:
+            ToolError: the database reached its size limit (see limit_growth); nothing changed.
+        """
+        with self.ctx.lock:
+            try:
+                with self.ctx.db:
+                    yield self
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorcode", None) != sqlite3.SQLITE_FULL:
+                    raise
+                raise ToolError(f"{self.service}: storage is full (the task's disk limit); "
+                                "nothing was changed. Delete something or write less.") from None
 
     def get(self, collection: str, rid: str) -> dict[str, Any] | None:
         """The record, or None."""
