@@ -232,10 +232,26 @@ class Sandbox:
         never raised. The host waits at most ``timeout`` (default: the spec's tool timeout
         plus a 5 s grace, since the server cuts the call itself at the spec's limit).
 
+        Arguments that no tool may receive (not a JSON object, NaN or infinity, over
+        formats.MAX_ARGUMENTS_BYTES of JSON) are refused here as a tool error and never
+        sent: they are the agent's mistake, not the sandbox's. The server applies the same
+        rule to any client.
+
         Raises:
             SandboxError: when the sandbox itself stopped answering.
         """
-        args = dict(args or {})
+        # Local: the only edit this method's owner makes to sandbox.py (issue 12, item 7).
+        from .formats import INVALID_ARGUMENTS_KEY, ArgumentsRefused, check_arguments
+
+        args = {} if args is None else args
+        try:
+            check_arguments(args)
+        except ArgumentsRefused as exc:
+            shown = args if isinstance(args, dict) and all(isinstance(k, str) for k in args) \
+                else {INVALID_ARGUMENTS_KEY: args}
+            return ToolResult(tool=name, args=shown, is_error=True, text=f"Refused: {exc}. Nothing was done.",
+                              duration_ms=0.0)
+        args = dict(args)
         limit = timeout if timeout is not None else self.spec.limits.tool_timeout_s + 5
         t0 = time.perf_counter()
         try:
