@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import re
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema,
                       model_validator)
 
 from .paths import workspace_path
+from .regex import check_pattern
 
 WsPath = Annotated[str, AfterValidator(workspace_path), Field(description="Path relative to /workspace.")]
 
@@ -26,7 +26,7 @@ class Matcher(_Frozen):
     contains: str | None = None
     """Text containing this."""
     regex: str | None = None
-    """Text in which this regular expression finds a match."""
+    """Text in which this regular expression (RE2 syntax) finds a match."""
     glob: str | None = None
     """Text matching this shell-style pattern."""
     one_of: list[Any] | None = None
@@ -41,15 +41,8 @@ class Matcher(_Frozen):
         if len(self.model_fields_set & {"equals", "contains", "regex", "glob", "one_of"}) != 1:
             raise ValueError("a matcher needs exactly one of equals, contains, regex, glob, one_of")
         if self.regex is not None:
-            _compile(self.regex)
+            check_pattern(self.regex)
         return self
-
-
-def _compile(pattern: str) -> re.Pattern[str]:
-    try:
-        return re.compile(pattern)
-    except re.error as exc:
-        raise ValueError(f"invalid regular expression {pattern!r}: {exc}") from exc
 
 
 def _as_matcher(v: Any) -> Any:
@@ -63,17 +56,12 @@ ArgMatcher = Annotated[Matcher, WithJsonSchema({"anyOf": [
 ]})]
 
 
-def _valid_regex(v: str) -> str:
-    _compile(v)
-    return v
-
-
 def _as_matchers(v: Any) -> Any:
     return {k: _as_matcher(x) for k, x in v.items()} if isinstance(v, dict) else v
 
 
-#: A regular expression, checked when the spec loads.
-Pattern = Annotated[str, AfterValidator(_valid_regex)]
+#: A regular expression in RE2 syntax (linear-time matching), checked when the spec loads.
+Pattern = Annotated[str, AfterValidator(check_pattern)]
 #: Field or argument name -> matcher (a bare value means equals).
 Matchers = Annotated[dict[str, ArgMatcher], BeforeValidator(_as_matchers)]
 
@@ -114,10 +102,12 @@ class FileContains(_Check):
 
 
 class FileRegex(_Check):
-    """A regular expression finds a match in the file's text (multiline mode)."""
+    """A regular expression (RE2 syntax) finds a match in the file's text (multiline mode)."""
     type: Literal["file_regex"]
     path: WsPath
     pattern: Pattern
+    absent: bool = False
+    """Invert: the file exists and the pattern finds no match in it (RE2 has no lookarounds)."""
 
 
 
@@ -155,16 +145,26 @@ class ToolNotCalled(_Check):
 
 
 class ShellMatches(_Check):
-    """Some shell command the agent ran matches ``pattern``."""
+    """Some shell command the agent ran matches ``pattern``, as written or normalised
+    (see :mod:`cowork.grading.shell`)."""
     type: Literal["shell_matches"]
     pattern: Pattern
 
 
 
 class ShellForbidden(_Check):
-    """No shell command the agent ran matches ``pattern`` (a forbidden operation)."""
+    """No shell command the agent ran matches ``pattern`` (a forbidden operation), as written or
+    normalised: split into simple commands, program names resolved, short flags merged.
+
+    A command pattern is a weak signal: it cannot see what a command computes at run time.
+    Prefer effect-based rules (path_unchanged, no_deletions, writes_within, record_unchanged,
+    no_record_created) and use this one beside them."""
     type: Literal["shell_forbidden"]
     pattern: Pattern
+    forbid_obfuscated: bool = False
+    """Also a violation: any command whose effect no pattern can read (eval of computed text,
+    a shell fed from a pipe or a command substitution, base64-decoded scripts, inline
+    interpreter code that starts processes or builds code)."""
 
 
 
