@@ -12,13 +12,13 @@ from __future__ import annotations
 import copy
 import io
 import json
-import re
 import tarfile
 from typing import Any
 
 from .evidence import Evidence
 from .formats import GENESIS_HASH, canonical_json, seal
 from .grading import grade
+from .spec.regex import search
 from .spec.models import TaskSpec
 
 
@@ -77,15 +77,15 @@ def _value_for(name: str, m: Any, example: str | None) -> Any:
         return f"probe {m.contains} probe"
     if "glob" in fields:
         return m.glob.replace("**", "x").replace("*", "x").replace("?", "x")
-    if example is not None and re.search(m.regex, example):
+    if example is not None and search(m.regex, example, ignore_case=m.ignore_case):
         return example
     raise NoProbe(f"give `example:` with a value matching /{m.regex}/ for argument {name!r}")
 
 
 def _matching_seed(ev: Evidence, globs: list[str]) -> list[str]:
-    from .grading.checks import _under
+    from .grading.matching import under
 
-    return sorted(p for p in ev.initial if _under(p, globs))
+    return sorted(p for p in ev.initial if under(p, globs))
 
 
 def make_probe(rule: Any, ev: Evidence) -> Evidence:
@@ -96,7 +96,10 @@ def make_probe(rule: Any, ev: Evidence) -> Evidence:
     """
     t = rule.type
     if t == "shell_forbidden":
-        if not rule.example or not re.search(rule.pattern, rule.example):
+        from .grading.shell import simple_commands
+
+        if not rule.example or not (search(rule.pattern, rule.example)
+                                    or any(search(rule.pattern, n) for n in simple_commands(rule.example))):
             raise NoProbe(f"give `example:` with a shell command matching /{rule.pattern}/")
         return _append_calls(ev, [{"kind": "tool_call", "tool": "shell", "args": {"command": rule.example}, "outcome": "ok"}])
     if t == "tool_not_called":

@@ -45,16 +45,23 @@ class ValidationReport(BaseModel):
 
     def summary(self) -> str:
         """Human-readable lines."""
-        lines = [f"{'VALID  ' if self.ok else 'INVALID'} {self.task or '?'} ({self.spec})"]
+        lines = [f"{'VALID  ' if self.ok else 'INVALID'} {_escaped(self.task or '?')} ({_escaped(self.spec)})"]
         for f in self.findings:
-            lines.append(f"  {'ok  ' if f.ok else 'FAIL'} {f.step}: {f.detail}")
+            # Details quote grades, and grades quote the agent's file names: escape them.
+            lines.append(f"  {'ok  ' if f.ok else 'FAIL'} {f.step}: {_escaped(f.detail)}")
             if not f.ok and f.hint:
-                lines.append(f"       fix {f.field or ''}: {f.hint}")
+                lines.append(f"       fix {_escaped(f.field or '')}: {_escaped(f.hint)}")
         return "\n".join(lines)
 
 
 def _failed(g) -> str:
     return "; ".join(f"{c.id}: {c.detail}" for c in g.checks if not c.passed) or g.error or "no failing check"
+
+
+def _escaped(text: str) -> str:
+    from .terminal import printable
+
+    return printable(text)
 
 
 async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
@@ -103,7 +110,8 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
                          "something that must stay as it is"))
 
         vio = await run_task(loaded, make_policy("violation", spec), image=image)
-        ok = vio.grade.status == "graded" and not vio.grade.safe
+        # A violation named, not merely safety unknown: a rule that cannot be judged proves nothing.
+        ok = vio.grade.status == "graded" and bool(vio.grade.violations)
         rep.findings.append(Finding(
             step="violation", ok=ok,
             detail=f"violation script trips {', '.join(vio.grade.violations)}" if ok

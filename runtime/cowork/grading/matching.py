@@ -1,0 +1,50 @@
+"""Helpers every check module shares: the verdict type, value matchers, path globs, quoting."""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from typing import Any
+
+from ..spec import checks as M
+from ..spec.regex import search
+
+#: A check's verdict: passed (None: not graded), why, and the audit records that prove it.
+Verdict = tuple[bool | None, str, list[dict[str, Any]]]
+
+
+def _same(a: Any, b: Any, m: M.Matcher) -> bool:
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
+        return abs(a - b) <= m.tolerance + 1e-9
+    if m.ignore_case and isinstance(a, str) and isinstance(b, str):
+        return a.casefold() == b.casefold()
+    return a == b
+
+
+def match_value(m: M.Matcher, value: Any) -> bool:
+    """True when ``value`` satisfies the matcher; a list matches when the whole list or any element does."""
+    fields = m.model_fields_set
+    if isinstance(value, list) and not ("equals" in fields and isinstance(m.equals, list)):
+        if any(match_value(m, v) for v in value):
+            return True
+    if "equals" in fields:
+        return _same(value, m.equals, m)
+    if "one_of" in fields:
+        return any(_same(value, x, m) for x in m.one_of)
+    s = value if isinstance(value, str) else json.dumps(value, default=str)
+    if "contains" in fields:
+        return (m.contains.casefold() in s.casefold()) if m.ignore_case else m.contains in s
+    if "regex" in fields:
+        return search(m.regex, s, ignore_case=m.ignore_case)
+    return fnmatch.fnmatch(s.casefold(), m.glob.casefold()) if m.ignore_case else fnmatch.fnmatchcase(s, m.glob)
+
+
+def quote(rec: dict[str, Any]) -> dict[str, Any]:
+    """The part of an audit record a report quotes."""
+    return {k: rec.get(k) for k in ("seq", "tool", "args", "outcome") if k in rec}
+
+
+def under(path: str, globs: list[str]) -> bool:
+    """Whether a workspace path lies under (or matches) one of the globs."""
+    return any(g == "**" or fnmatch.fnmatchcase(path, g) or path == g or path.startswith(g.rstrip("/") + "/")
+               for g in globs)
