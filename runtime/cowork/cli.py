@@ -11,10 +11,18 @@ import sys
 from pathlib import Path
 
 from .errors import CoworkError
+from .terminal import printable
 
 
 def _print_json(obj) -> None:
+    # ensure_ascii (the default) escapes every control and bidi character.
     print(json.dumps(obj, indent=2, default=str))
+
+
+def _say(text: object = "", file=None) -> None:
+    """Print text for a terminal: control and bidi characters shown as escapes, never obeyed
+    (file names and tool output reach these lines; a raw ESC could redraw a verdict)."""
+    print(printable(text, newlines=True), file=file)
 
 
 async def _run(args: argparse.Namespace) -> int:
@@ -57,8 +65,8 @@ async def _run(args: argparse.Namespace) -> int:
                 outcomes.setdefault(loaded.spec.id, []).append((res.grade.score, res.grade.passed))
             if not args.json:
                 t = res.trajectory
-                print(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
-                print(res.grade.summary())
+                _say(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
+                _say(res.grade.summary())
     metrics = summarize(outcomes)
     if args.json:
         payload = [{"grade": r.grade.model_dump(), "trajectory": {
@@ -67,9 +75,9 @@ async def _run(args: argparse.Namespace) -> int:
         _print_json(payload[0] if len(payload) == 1 else {"runs": payload, "metrics": metrics})
     else:
         if len(results) > 1:
-            print(_metrics_table(metrics))
+            _say(_metrics_table(metrics))
         if args.evidence:
-            print(f"evidence saved under {args.evidence}")
+            _say(f"evidence saved under {args.evidence}")
     return 0 if not infra else 3
 
 
@@ -99,10 +107,10 @@ async def _up(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(info)
     else:
-        print(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']})")
-        print(f"  MCP over unix socket: {info['mcp_socket']}  (URL {info['mcp_url']})")
-        print(f"  MCP over stdio (Claude Desktop, MCP Inspector): {info['stdio_bridge']}")
-        print(f"  stop it with: cowork down {info['id']}")
+        _say(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']})")
+        _say(f"  MCP over unix socket: {info['mcp_socket']}  (URL {info['mcp_url']})")
+        _say(f"  MCP over stdio (Claude Desktop, MCP Inspector): {info['stdio_bridge']}")
+        _say(f"  stop it with: cowork down {info['id']}")
     return 0
 
 
@@ -122,7 +130,7 @@ def _down(args: argparse.Namespace) -> int:
     for ref in args.ids:
         c = _find(ref)
         remove_container(c.id, (c.labels or {}).get(L.RUN_DIR))
-        print(f"removed {c.name}")
+        _say(f"removed {c.name}")
     return 0
 
 
@@ -166,8 +174,8 @@ async def _validate(args: argparse.Namespace) -> int:
         _print_json(report_json(reports))
     else:
         for r in reports:
-            print(r.summary())
-        print(f"{sum(r.ok for r in reports)} of {len(reports)} spec(s) valid")
+            _say(r.summary())
+        _say(f"{sum(r.ok for r in reports)} of {len(reports)} spec(s) valid")
     return 0 if all(r.ok for r in reports) else 1
 
 
@@ -188,7 +196,7 @@ def _grade(args: argparse.Namespace) -> int:
     if args.json:
         _print_json(g.model_dump())
     else:
-        print(g.summary())
+        _say(g.summary())
     return 0
 
 
@@ -204,9 +212,9 @@ def _images(args: argparse.Namespace) -> int:
 
     if args.images_cmd == "prune":
         removed = prune_images()
-        print(f"removed {len(removed)} image tag(s)" + ("".join(f"\n  {t}" for t in removed)))
+        _say(f"removed {len(removed)} image tag(s)" + ("".join(f"\n  {t}" for t in removed)))
         return 0
-    print(ensure_sandbox_image(offline_only=args.offline))
+    _say(ensure_sandbox_image(offline_only=args.offline))
     return 0
 
 
@@ -283,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
                 "grade": _grade, "spec": _schema, "images": _images, "bench": _bench}
     fn = handlers[args.cmd]
     if getattr(args, "trials", 1) < 1:
-        print("cowork: error: --trials must be at least 1", file=sys.stderr)
+        _say("cowork: error: --trials must be at least 1", file=sys.stderr)
         return 2
     try:
         result = fn(args)
@@ -291,7 +299,7 @@ def main(argv: list[str] | None = None) -> int:
             result = asyncio.run(result)
         return int(result or 0)
     except CoworkError as exc:
-        print(f"cowork: error: {exc}", file=sys.stderr)
+        _say(f"cowork: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         return 130

@@ -301,7 +301,8 @@ def _judge(c: M.Judge, ev: Evidence, cid: str) -> Verdict:
         return None, "no LLM judge configured; not graded", []
     passed = res.get("passed") if isinstance(res, dict) else None
     if passed is None and isinstance(res, dict) and res.get("error"):
-        return None, f"judge gave no verdict: {res['error']}", []
+        # The agent's text is in the judge's prompt: an unreadable answer may be its doing.
+        raise GradingError(f"judge gave no verdict: {res['error']}")
     if not isinstance(passed, bool):
         raise GradingError(f"judge result for {cid!r} holds no verdict: {reprlib.repr(res)}")
     return passed, f"judge: {res.get('reason', '')}", []
