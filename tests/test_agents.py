@@ -8,7 +8,9 @@ from fastmcp import Client
 
 from fakes import FakeChatServer
 from cowork.agents import make_policy
+from cowork.agents.base import parse_arguments
 from cowork.agents.openai import OpenAIPolicy
+from cowork.formats import INVALID_ARGUMENTS_KEY
 from cowork.episode import run_episode
 from cowork.errors import PolicyError
 from cowork.sandbox import ToolResult
@@ -107,6 +109,34 @@ class TestOpenAIPolicy:
         finally:
             server.close()
         assert traj.steps[0].is_error and traj.status == "completed"
+
+    async def test_model_mistakes_in_arguments_are_tool_errors_not_crashes(self, sandbox):
+        """Issue 12.7: non-object, NaN and lone-surrogate arguments from a model."""
+        raw = ['["ls"]', "42", '{"path": "n.txt", "content": NaN}', '{"path": "s.txt", "content": "a\\ud800b"}']
+        server = FakeChatServer([
+            (200, {"choices": [{"message": {"role": "assistant", "content": "x\ud800y", "tool_calls": [
+                {"id": f"c{i}", "type": "function", "function": {"name": "write_file", "arguments": a}}
+                for i, a in enumerate(raw)]}}]}),
+            _completion("done"),
+        ])
+        try:
+            traj = await run_episode(sandbox[0], OpenAIPolicy(model="m", base_url=server.url))
+        finally:
+            server.close()
+        assert traj.status == "completed" and len(server.requests) == 2  # the surrogate did not break the POST
+        assert [s.is_error for s in traj.steps] == [True, True, True, False]
+        assert "must be a JSON object" in traj.steps[0].output  # (NaN: the in-memory client sends null)
+        assert (sandbox[1] / "s.txt").read_text() == "a\ufffdb" and not (sandbox[1] / "n.txt").exists()
+
+
+class TestParseArguments:
+    @pytest.mark.parametrize("raw, expected", [
+        ('{"a": 1}', {"a": 1}), ("", {}), (None, {}), ({"a": 1}, {"a": 1}),
+        ('["ls"]', {INVALID_ARGUMENTS_KEY: '["ls"]'}), ("{not json", {INVALID_ARGUMENTS_KEY: "{not json"}),
+        ("[" * 100_000, {INVALID_ARGUMENTS_KEY: "[" * 100_000}), (["ls"], {INVALID_ARGUMENTS_KEY: ["ls"]}),
+    ])
+    def test_always_a_dict(self, raw, expected):
+        assert parse_arguments(raw) == expected
 
 
 class TestScriptedAndLoop:

@@ -1,12 +1,14 @@
 """The lean host MCP client against the real server app over a real unix socket (no Docker)."""
 
 import asyncio
+import hashlib
 import json
 from types import SimpleNamespace
 
 import pytest
 import uvicorn
 
+from cowork.formats import AUDIT_STRING_LIMIT, merge_tool_calls, verify_chain
 from cowork.mcp_client import LeanMcpClient, McpError, _response_message
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.audit import AuditLog
@@ -53,3 +55,42 @@ class TestLeanClient:
         assert _response_message(resp, 7) == {"jsonrpc": "2.0", "id": 7, "result": {"ok": True}}
         with pytest.raises(McpError):
             _response_message(resp, 9)
+
+
+class TestArgumentsOnTheWire:
+    """Issue 12.7: what a raw client sends is checked by the server too, and audited."""
+
+    async def _raw(self, c: LeanMcpClient, arguments_json: str) -> dict:
+        body = ('{"jsonrpc":"2.0","id":99,"method":"tools/call","params":{"name":"write_file","arguments":%s,'
+                '"_meta":%s}}' % (arguments_json, json.dumps(c._meta)))
+        headers = {**c._headers, "Mcp-Method": "tools/call", "Mcp-Name": "write_file"}
+        resp = await c._http.post("/mcp", content=body.encode(), headers=headers)
+        assert resp.status_code == 200, resp.text
+        return resp.json()["result"]
+
+    async def test_nan_and_oversize_from_a_raw_client_are_refused_and_audited(self, server, tmp_path):
+        sock, audit = server
+        async with LeanMcpClient(sock) as c:
+            nan = await self._raw(c, '{"path":"n.txt","content":NaN}')
+            big = await self._raw(c, json.dumps({"path": "b.txt", "content": "x" * 2_000_000}))
+        assert nan["isError"] and "not valid JSON" in nan["content"][0]["text"]
+        assert big["isError"] and "over the limit of 1048576 bytes" in big["content"][0]["text"]
+        assert not (tmp_path / "ws" / "n.txt").exists() and not (tmp_path / "ws" / "b.txt").exists()
+        rep = verify_chain((tmp_path / "audit.jsonl").read_text(), expected_count=audit.count)
+        assert rep.valid, rep.error
+        calls = merge_tool_calls(rep.records)
+        assert [c["error_type"] for c in calls] == ["ArgumentsRefused"] * 2
+        assert calls[1]["args"]["content"] == "x" * AUDIT_STRING_LIMIT
+        assert calls[1]["cut"] == [{"path": "/args/content", "length": 2_000_000,
+                                    "sha256": hashlib.sha256(b"x" * 2_000_000).hexdigest()}]
+
+    async def test_lone_surrogates_travel_and_are_replaced_for_the_tool(self, server, tmp_path):
+        sock, audit = server
+        async with LeanMcpClient(sock) as c:
+            r = await c.call_tool("write_file", {"path": "s.txt", "content": "a\ud800b\u2028c"})
+            with pytest.raises(McpError) as info:  # never sent: the host cannot encode NaN
+                await c.call_tool("write_file", {"path": "n.txt", "content": float("nan")})
+        assert not r.get("isError") and info.value.rpc_code == -32602
+        assert (tmp_path / "ws" / "s.txt").read_text() == "a\ufffdb\u2028c"
+        rep = verify_chain((tmp_path / "audit.jsonl").read_text(), expected_count=audit.count)
+        assert rep.valid and merge_tool_calls(rep.records)[0]["args"]["content"] == "a\ud800b\u2028c"
