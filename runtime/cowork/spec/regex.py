@@ -13,6 +13,7 @@ RE2 syntax (https://github.com/google/re2/wiki/Syntax). Classes such as ``\\d``,
 from __future__ import annotations
 
 import functools
+import re
 from typing import Any
 
 import re2
@@ -58,7 +59,13 @@ def compile_pattern(pattern: str, ignore_case: bool = False, multiline: bool = F
         return re2.compile((f"(?{flags})" if flags else "") + _translate(pattern), _OPTIONS)
     except re2.error as exc:
         detail = exc.args[0].decode(errors="replace") if exc.args and isinstance(exc.args[0], bytes) else str(exc)
-        raise ValueError(f"invalid regular expression {pattern!r}: {detail}; {_HINT}") from None
+    try:
+        # Compiling (never matching) with Python's engine only to word the error: a pattern
+        # broken for both gets the familiar message, one only RE2 refuses gets the RE2 hint.
+        re.compile(pattern)
+    except re.error as exc:
+        raise ValueError(f"invalid regular expression {pattern!r}: {exc.msg}") from None
+    raise ValueError(f"invalid regular expression {pattern!r}: {detail}; {_HINT}")
 
 
 def check_pattern(pattern: str) -> str:
