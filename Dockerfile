@@ -1,17 +1,29 @@
 # The cowork sandbox image: Debian bookworm, Python 3, the in-container MCP server.
 #
-# BASE is a local image (cowork-base:bookworm, made offline by images/bootstrap-base.sh)
+# BASE is a local image (cowork-base:bookworm-2, made offline by images/bootstrap-base.sh)
 # or a public one (debian:bookworm-slim with python3 and python3-venv installed, or
 # python:3.11-slim-bookworm). Python packages come from the wheelhouse in the build
 # context: nothing is downloaded during the build. `cowork images build` assembles the
 # context (Dockerfile, wheelhouse/, cowork/) and picks BASE.
-ARG BASE=cowork-base:bookworm
+ARG BASE=cowork-base:bookworm-2
 FROM ${BASE}
 
+# procps (pkill, pgrep, ps): specs and probes use them. The offline base has it; a public
+# base gets it from apt when the build can reach a mirror, else the build stops here.
+RUN command -v pkill >/dev/null || { \
+        (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends procps \
+         && rm -rf /var/lib/apt/lists/*) >/dev/null 2>&1 \
+        || { echo "cowork: the base image has no pkill/pgrep (procps) and apt-get could not install it;" \
+                  "use the offline base (images/bootstrap-base.sh, which includes procps) or a base with procps" >&2; \
+             exit 1; }; }
+
+# The task layer (/opt/cowork/task) is root's alone: only the server reads it. No setuid or
+# setgid bits anywhere (no-new-privileges makes them inert already; now there are none).
 RUN groupadd --gid 1000 agent \
  && useradd --uid 1000 --gid 1000 --home-dir /tmp --no-create-home --shell /bin/bash agent \
  && mkdir -p /workspace /opt/cowork/task /run/cowork \
- && chown agent:agent /workspace && chmod 0700 /run/cowork
+ && chown agent:agent /workspace && chmod 0700 /run/cowork /opt/cowork/task \
+ && find / -xdev -perm /6000 -type f -exec chmod ug-s {} +
 
 COPY wheelhouse/ /tmp/wheelhouse/
 RUN python3 -m venv /opt/cowork/venv \

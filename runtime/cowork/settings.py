@@ -30,8 +30,9 @@ class Settings(BaseSettings):
     """Wheelhouses and the LLM judge's answer cache."""
     home: Path = _PROJECT_DIR
     """The cowork source checkout (Dockerfile, images/): needed to build images."""
-    base_image: str = "cowork-base:bookworm"
-    """Local base image to build the sandbox image on (made offline when missing)."""
+    base_image: str = "cowork-base:bookworm-2"
+    """Local base image to build the sandbox image on (made offline when missing; the tag
+    names the package list, so a new list makes machines bootstrap a new base)."""
     max_starting: int = 0
     """Sandboxes starting at once per event loop (0: twice the cores)."""
     sandbox_backend: str = "docker"

@@ -1,13 +1,11 @@
 """From inside the sandbox, as the agent: the evidence, the socket and the hidden parts of the
 spec are out of reach; there is no network; only /workspace and /tmp are writable."""
 
-import json
+from pathlib import Path
 
 import pytest
 
 from cowork.sandbox import Sandbox
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -70,8 +68,16 @@ class TestAgentCannotTouchEvidence:
         out = await sh(sb, f"grep -rlsF {needles} /opt /etc /var /workspace /tmp /home /root /srv /mnt /run "
                            "/usr/local /usr/lib/python3 /usr/bin; true")
         assert out["output"].strip() == "", f"hidden spec content found in {out['output']}"
-        cfg = json.loads((await sh(sb, "cat /opt/cowork/task/task.json"))["output"])
-        assert set(cfg) == {"id", "tools", "limits", "clock", "files", "services", "faults"}
+
+    async def test_task_layer_is_root_only(self, sb):
+        # The task layer holds every seed file (root-only ones too) and the whole service and
+        # fault seed: the server reads it, the agent never does.
+        out = await sh(sb, "cat /opt/cowork/task/task.json; ls /opt/cowork/task")
+        assert out["exit_code"] != 0 and out["output"].count("Permission denied") == 2, out["output"]
+        from cowork.engine.images import task_config
+        from cowork.spec.loader import load_spec
+
+        assert set(task_config(load_spec(SPEC))) == {"id", "tools", "limits", "clock", "files", "services", "faults"}
 
 
 class TestIsolation:

@@ -21,6 +21,7 @@ import docker.errors
 
 from .. import settings
 from ..errors import ImageError
+from ..formats import TASK_DIR
 from ..spec.loader import LoadedSpec
 from .client import get_client
 
@@ -210,19 +211,34 @@ def task_config(loaded: LoadedSpec) -> dict:
 def _task_context(loaded: LoadedSpec, base: str) -> tuple[bytes, str]:
     files = loaded.workspace_files()
     config = json.dumps(task_config(loaded), sort_keys=True, indent=1).encode()
-    dockerfile = (f"FROM {base}\nCOPY task/ /opt/cowork/task/\n").encode()
+    dockerfile = (f"FROM {base}\nCOPY task/ {TASK_DIR}/\n").encode()
     h = hashlib.sha256(get_client().images.get(base).id.encode() + dockerfile + config)
+    h.update(b"layout 2: root-only task layer")  # a change of modes alone must make a new tag
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        def add(name: str, data: bytes, mode: int = 0o644) -> None:
+        made: set[str] = set()
+
+        def add(name: str, data: bytes, mode: int) -> None:
+            # The task layer is root's alone (0700 folders, 0600 files): it holds the seed of
+            # every file, root-only secrets included, and the whole service and fault seed,
+            # which the agent may see only through its tools. The builder copies modes from
+            # this tar; COPY makes everything root-owned.
+            parts = name.split("/")[:-1]
+            for i in range(1, len(parts) + 1):
+                folder = "/".join(parts[:i])
+                if folder not in made:
+                    made.add(folder)
+                    info = tarfile.TarInfo(folder)
+                    info.type, info.mode, info.mtime = tarfile.DIRTYPE, 0o700, 0
+                    tar.addfile(info)
             info = tarfile.TarInfo(name)
             info.size, info.mode, info.mtime = len(data), mode, 0
             tar.addfile(info, io.BytesIO(data))
-        add("Dockerfile", dockerfile)
-        add("task/task.json", config)
+        add("Dockerfile", dockerfile, 0o644)
+        add("task/task.json", config, 0o600)
         for path, data, _, _ in files:
             h.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
-            add(f"task/seed/{path}", data)
+            add(f"task/seed/{path}", data, 0o600)
     return buf.getvalue(), h.hexdigest()[:16]
 
 

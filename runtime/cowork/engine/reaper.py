@@ -1,14 +1,39 @@
-"""The reaper: removes labelled containers whose owner process is gone."""
+"""The reaper: removes labelled containers whose owner process is gone, and run dirs that
+no container uses any more."""
 
 from __future__ import annotations
 
 import logging
+import os
+import re
+import shutil
+import stat
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import labels as L
 from .client import get_client
-from .container import remove_container
+from .container import remove_container, run_root
 
 log = logging.getLogger(__name__)
+
+#: The name start_container gives a run dir (``uuid4().hex[:12]``); nothing else is touched.
+RUN_DIR_NAME = re.compile(r"[0-9a-f]{12}")
+#: A run dir younger than this may belong to a container being created right now by another
+#: process (the dir is made first, the container a moment later), so it is left alone. Above
+#: the Docker client's 120 s timeout, so no creation still under way can be older.
+MIN_ORPHAN_AGE_S = 300.0
+
+
+@dataclass
+class Reaped:
+    """What one sweep removed."""
+
+    containers: list[str] = field(default_factory=list)
+    """Names of the removed containers."""
+    run_dirs: list[str] = field(default_factory=list)
+    """Paths of the removed orphaned run dirs."""
 
 
 def managed_containers() -> list:
@@ -17,7 +42,7 @@ def managed_containers() -> list:
 
 
 def reap(include_kept: bool = False, everything: bool = False) -> list[str]:
-    """Remove orphaned sandboxes.
+    """Remove orphaned sandboxes and orphaned run dirs.
 
     Args:
         include_kept: Also remove sandboxes started with ``cowork up`` (labelled keep)
@@ -25,18 +50,61 @@ def reap(include_kept: bool = False, everything: bool = False) -> list[str]:
         everything: Remove every cowork container, owner alive or not.
 
     Returns:
-        Names of the removed containers.
+        Names of the removed containers (see :func:`sweep` for the run dirs too).
     """
-    removed = []
+    return sweep(include_kept=include_kept, everything=everything).containers
+
+
+def sweep(include_kept: bool = False, everything: bool = False,
+          min_age_s: float = MIN_ORPHAN_AGE_S) -> Reaped:
+    """Remove orphaned sandboxes, then the run dirs under the run root that no container uses.
+
+    A runner killed between removing its container and its run dir (or before its container
+    was created) leaves a run dir that no label points to any more; those are found by
+    listing the run root.
+
+    Args:
+        include_kept: Also remove ``cowork up`` sandboxes whose owner is gone.
+        everything: Remove every cowork container, owner alive or not.
+        min_age_s: Leave run dirs modified more recently than this alone.
+
+    Returns:
+        The containers and run dirs removed.
+    """
+    done = Reaped()
     for c in managed_containers():
         labels = c.labels or {}
-        if not everything:
-            if labels.get(L.KEEP) == "true" and not include_kept:
-                continue
-            if L.owner_alive(labels):
-                continue
+        if not everything and ((labels.get(L.KEEP) == "true" and not include_kept) or L.owner_alive(labels)):
+            continue
         remove_container(c.id, labels.get(L.RUN_DIR))
-        removed.append(c.name)
+        done.containers.append(c.name)
+    if done.containers:
+        log.info("reaped %d orphaned sandbox(es): %s", len(done.containers), ", ".join(done.containers))
+    # Listed again after the removals: every container that exists now keeps its run dir,
+    # and one created after this listing has a run dir younger than min_age_s.
+    in_use = {Path((c.labels or {}).get(L.RUN_DIR, "")).name for c in managed_containers()}
+    done.run_dirs = _orphaned_run_dirs(in_use, min_age_s)
+    return done
+
+
+def _orphaned_run_dirs(in_use: set[str], min_age_s: float) -> list[str]:
+    root = run_root()
+    removed = []
+    now = time.time()
+    with os.scandir(root) as entries:
+        for entry in entries:
+            path = os.path.join(root, entry.name)
+            if not RUN_DIR_NAME.fullmatch(entry.name) or entry.name in in_use:
+                continue
+            try:
+                st = os.lstat(path)  # never follow a symlink someone put here
+            except FileNotFoundError:
+                continue
+            if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < min_age_s:
+                continue
+            shutil.rmtree(path, ignore_errors=True)  # fd-based on Linux: symlinks inside are not followed
+            if not os.path.lexists(path):
+                removed.append(path)
     if removed:
-        log.info("reaped %d orphaned sandbox(es): %s", len(removed), ", ".join(removed))
+        log.info("removed %d orphaned run dir(s) under %s", len(removed), root)
     return removed

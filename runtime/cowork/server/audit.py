@@ -32,19 +32,21 @@ RESULT_LIMIT = 8192
 #: Audit budget when the task names none: the default disk_mb (64) / 4.
 DEFAULT_MAX_BYTES = 16 << 20
 
-#: Room past the budget for small records: once the budget is spent, records lose their
-#: arguments and results (cut, with length and digest) and draw on this reserve; once it is
-#: spent too, every call is refused.
-RESERVE_BYTES = 1 << 20
+#: Smallest budget, whatever disk_mb says: room for a few dozen full records.
+MIN_MAX_BYTES = 256 << 10
 
 
 def audit_budget(disk_mb: Any) -> int:
-    """Bytes the audit log may take for a task with ``disk_mb`` of disk: a quarter, at least 4 MiB."""
+    """Bytes the audit log may take for a task with ``disk_mb`` of disk: a quarter (at least 256 KiB).
+
+    With the same share for the service database and the dumps about its size, the run
+    dir on the host stays within about ``disk_mb`` beside the workspace export.
+    """
     try:
         mb = int(disk_mb)
     except (TypeError, ValueError):
         return DEFAULT_MAX_BYTES
-    return max(4 << 20, (mb << 20) // 4)
+    return max(MIN_MAX_BYTES, (mb << 20) // 4)
 
 
 class AuditFull(OSError):
@@ -57,13 +59,18 @@ class AuditLog:
     The file is opened once with O_APPEND, owned by root and mode 0600; the agent user
     can neither read nor write it.
 
+    Past ``max_bytes`` records lose their bulk (arguments, results: cut, with length and
+    digest) and draw on a reserve of a quarter more; once that is spent too, appends fail
+    and every call is refused, so the log never passes ``max_bytes + reserve``.
+
     Args:
         path: The log file (created, truncated).
-        max_bytes: Budget of the log; past it records are compacted (see ``append``).
-        reserve: Bytes past the budget that compacted records may still take.
+        max_bytes: Budget of the log (see audit_budget).
+        reserve: Bytes past the budget that compacted records may take (default a quarter
+            of the budget, at least 64 KiB).
     """
 
-    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES, reserve: int = RESERVE_BYTES):
+    def __init__(self, path: str, max_bytes: int = DEFAULT_MAX_BYTES, reserve: int | None = None):
         self.path = path
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_TRUNC, 0o600)
         os.fchmod(self._fd, 0o600)
@@ -71,7 +78,7 @@ class AuditLog:
         self.count = 0
         self.last_hash = GENESIS_HASH
         self.max_bytes = max_bytes
-        self.reserve = reserve
+        self.reserve = max(64 << 10, max_bytes // 4) if reserve is None else reserve
         self.size = 0
         self._broken: str | None = None
 

@@ -18,14 +18,14 @@ from .audit import AuditLog, audit_budget
 
 DB_FILE = "services.db"
 
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
 
 def db_budget(limits: dict[str, Any] | None) -> int:
-    """Bytes the service database may grow beyond its seed: a quarter of the task's
-    ``disk_mb`` (at least 4 MiB), like the audit log, so the run dir on the host stays
-    within about the task's disk budget (the state dumps are about the database's size)."""
+    """Bytes the service database may grow beyond its seed: the audit log's share of the
+    task's ``disk_mb`` (a quarter), so the run dir on the host (log, database, two dumps of
+    about the database's size) stays within about ``disk_mb`` beside the workspace export."""
     return audit_budget((limits or {}).get("disk_mb"))
-
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 class Services:
