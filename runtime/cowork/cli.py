@@ -151,10 +151,11 @@ async def _connect(args: argparse.Namespace) -> int:
 
 
 def _gc(args: argparse.Namespace) -> int:
-    from .engine.reaper import reap
+    from .engine.reaper import sweep
 
-    removed = reap(include_kept=args.all, everything=args.all)
-    print(f"removed {len(removed)} sandbox(es)" + (": " + ", ".join(removed) if removed else ""))
+    done = sweep(include_kept=args.all, everything=args.all)
+    print(f"removed {len(done.containers)} sandbox(es)" + (": " + ", ".join(done.containers) if done.containers else ""))
+    print(f"removed {len(done.run_dirs)} run dir(s) of killed runners" + "".join(f"\n  {d}" for d in done.run_dirs))
     return 0
 
 

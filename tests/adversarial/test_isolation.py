@@ -17,10 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from cowork.sandbox import Sandbox
 from cowork.spec.loader import load_spec
-
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = sorted(p.parent for p in (ROOT / "specs").glob("*/task.yaml"))

@@ -4,7 +4,6 @@ spec are out of reach; there is no network; only /workspace and /tmp are writabl
 from pathlib import Path
 
 import pytest
-
 from cowork.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

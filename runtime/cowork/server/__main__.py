@@ -12,7 +12,6 @@ import gc
 import json
 import logging
 import os
-import shutil
 import signal
 import sys
 import time
@@ -48,20 +47,56 @@ def load_config(path: str) -> tuple[ServerConfig, dict]:
     return ServerConfig(task_id=raw.get("id", "task"), tools=raw.get("tools", list(F.WORKSPACE_TOOLS)), workspace=ws), raw
 
 
-def _seed_file(src: str, dst: str) -> None:
+def _read_seed(path: str) -> bytes:
+    # As root: the task layer is root-only (0700/0600), so the agent's threads cannot read it.
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _write_seed(dst: str, data: bytes) -> None:
+    # As the agent: the file and any folder made for it start out the agent's.
     os.makedirs(os.path.dirname(dst), exist_ok=True)
-    shutil.copyfile(src, dst)
+    with open(dst, "wb") as fh:
+        fh.write(data)
+
+
+def _protect_folders(root: str, rel_paths: list[str]) -> None:
+    """Make every folder from ``root`` down to a root-owned file root's, mode 1777.
+
+    A root-owned file in a folder the agent owns can be swapped out without writing it:
+    rename the folder (or the file) away and put a forgery in its place. In a folder that root
+    owns with the sticky bit, only root may rename or remove root's entries, the folders on
+    the way included, while the agent still creates, edits and removes its own files there.
+    """
+    folders = {root}
+    for rel in rel_paths:
+        parts = rel.split("/")[:-1]
+        folders.update(os.path.join(root, *parts[:i]) for i in range(1, len(parts) + 1))
+    for folder in sorted(folders):
+        os.chown(folder, 0, 0, follow_symlinks=False)  # CHOWN first: as owner, root may then chmod
+        os.chmod(folder, 0o1777)
 
 
 async def seed_workspace(raw: dict, fs: AgentFS, root: str, seed_dir: str) -> None:
-    """Copy the seed files into the workspace as the agent, then apply owner and mode."""
+    """Copy the seed files into the workspace as the agent, then apply owner and mode.
+
+    Runs before the agent's first call, so nothing else touches the workspace meanwhile.
+    """
+    protected = []
     for entry in raw.get("files", []):
         dst = os.path.join(root, entry["path"])
-        await fs.run(_seed_file, os.path.join(seed_dir, entry["path"]), dst)
+        data = await asyncio.to_thread(_read_seed, os.path.join(seed_dir, entry["path"]))
+        await fs.run(_write_seed, dst, data)
+        mode = int(entry["mode"], 8)
         if entry.get("owner") == "root" and os.geteuid() == 0:
             os.chown(dst, 0, 0)
-        await (fs.run(os.chmod, dst, int(entry["mode"], 8)) if entry.get("owner") != "root"
-               else asyncio.to_thread(os.chmod, dst, int(entry["mode"], 8)))
+            await asyncio.to_thread(os.chmod, dst, mode)
+            protected.append(entry["path"])
+        else:
+            await fs.run(os.chmod, dst, mode)
+    if protected:
+        await asyncio.to_thread(_protect_folders, root, protected)
 
 
 def _use_pidfd_watcher() -> None:
