@@ -84,7 +84,7 @@ class TestArgumentsOnTheWire:
         assert calls[1]["cut"] == [{"path": "/args/content", "length": 2_000_000,
                                     "sha256": hashlib.sha256(b"x" * 2_000_000).hexdigest()}]
 
-    async def test_lone_surrogates_travel_and_are_replaced_for_the_tool(self, server, tmp_path):
+    async def test_lone_surrogates_travel_and_are_replaced_for_tool_and_audit(self, server, tmp_path):
         sock, audit = server
         async with LeanMcpClient(sock) as c:
             r = await c.call_tool("write_file", {"path": "s.txt", "content": "a\ud800b\u2028c"})
@@ -93,4 +93,5 @@ class TestArgumentsOnTheWire:
         assert not r.get("isError") and info.value.rpc_code == -32602
         assert (tmp_path / "ws" / "s.txt").read_text() == "a\ufffdb\u2028c"
         rep = verify_chain((tmp_path / "audit.jsonl").read_text(), expected_count=audit.count)
-        assert rep.valid and merge_tool_calls(rep.records)[0]["args"]["content"] == "a\ud800b\u2028c"
+        [call] = merge_tool_calls(rep.records)
+        assert rep.valid and call["args"]["content"] == "a\ufffdb\u2028c" and call["surrogates_replaced"]

@@ -97,14 +97,14 @@ class TestRecordBeforeEffect:
 
 
 class TestArgumentsInServer:
-    async def test_surrogates_reach_the_audit_as_sent_and_the_service_replaced(self, tmp_path):
+    async def test_surrogates_are_replaced_alike_for_the_service_and_the_audit(self, tmp_path):
         log = AuditLog(str(tmp_path / "audit.jsonl"))
         ctx, mcp = build(log)
         async with Client(mcp) as c:
             r = await c.call_tool("mail_send", {**MAIL, "body": "a\ud800b"}, raise_on_error=False)
         assert not r.is_error
         [call] = merge_tool_calls(records(log))
-        assert call["args"]["body"] == "a\ud800b" and call["outcome"] == "ok"
+        assert call["args"]["body"] == "a\ufffdb" and call["surrogates_replaced"] and call["outcome"] == "ok"
         assert [m["body"] for m in sent(ctx)] == ["a\ufffdb"]
 
     async def test_nan_is_refused_and_audited(self, tmp_path):

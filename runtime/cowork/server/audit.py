@@ -190,7 +190,9 @@ class AuditMiddleware(Middleware):
     It also enforces the argument rule shared with the host (formats.check_arguments): a
     call whose arguments are refused is audited (arguments kept as far as JSON can hold
     them) and answered with a tool error, without running. Lone surrogates are replaced by
-    U+FFFD in what the tool receives; the audit keeps the arguments as sent.
+    U+FFFD before anything else sees them, the tool and the audit alike, and the record
+    says so (``surrogates_replaced``): files, commands, service records and graders all
+    hold the same valid text.
     """
 
     def __init__(self, log: AuditLog):
@@ -204,10 +206,18 @@ class AuditMiddleware(Middleware):
             check_arguments(args)
         except ArgumentsRefused as exc:
             refusal = str(exc)
-        kept, cuts = audited_arguments(args) if isinstance(args, dict) else ({}, [])
+        try:
+            clean = replace_surrogates(args) if _any_surrogate(args) else args
+        except RecursionError:  # refused as nested too deeply; audited as {} below
+            clean = args
+        # What the tool receives is what the audit shows: graders match (and re2 encodes)
+        # the same text the tool acted on, and the flag says the text was not sent as is.
+        kept, cuts = audited_arguments(clean) if isinstance(clean, dict) else ({}, [])
         record: dict[str, Any] = {"kind": "tool_call", "tool": name, "args": kept}
         if cuts:
             record["cut"] = cuts
+        if clean is not args:
+            record["surrogates_replaced"] = True
         try:
             call = self.log.append(record, compact=_compact_call)
         except (OSError, ValueError) as exc:
@@ -219,9 +229,8 @@ class AuditMiddleware(Middleware):
         if refusal is not None:
             self._result(call, "error", start, error=refusal, error_type="ArgumentsRefused")
             raise ToolError(f"Refused: {refusal}. Nothing was done.")
-        if _any_surrogate(args):
-            context = context.copy(message=context.message.model_copy(
-                update={"arguments": replace_surrogates(args)}))
+        if clean is not args:
+            context = context.copy(message=context.message.model_copy(update={"arguments": clean}))
         try:
             result = await call_next(context)
         except Exception as exc:
