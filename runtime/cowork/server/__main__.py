@@ -21,7 +21,7 @@ from .. import formats as F
 from .agentfs import AgentFS
 from .app import ServerConfig, build_app
 from .audit import AuditLog, audit_budget
-from .control import export_workspace, serve_control
+from .control import ExportLimits, export_workspace, serve_control
 from .workspace_tools import WorkspaceConfig
 
 log = logging.getLogger("cowork.server")
@@ -43,6 +43,7 @@ def load_config(path: str) -> tuple[ServerConfig, dict]:
         output_limit=int(limits.get("output_limit_bytes", 16384)),
         agent_uid=F.AGENT_UID if agent else None,
         agent_gid=F.AGENT_GID if agent else None,
+        background_jobs=bool(limits.get("background_jobs", False)),
     )
     return ServerConfig(task_id=raw.get("id", "task"), tools=raw.get("tools", list(F.WORKSPACE_TOOLS)), workspace=ws), raw
 
@@ -172,7 +173,10 @@ async def main() -> int:
 
     async def export(_: dict) -> dict:
         dest = os.path.join(run_dir, F.EXPORT_DIR, "workspace.tar")
-        return await asyncio.to_thread(export_workspace, cfg.workspace.root, dest)
+        # Every agent process is killed first: nothing may change files while they are read.
+        return await asyncio.to_thread(
+            export_workspace, cfg.workspace.root, dest,
+            ExportLimits.for_disk(int(raw.get("limits", {}).get("disk_mb", 64))), cfg.workspace.agent_uid)
 
     async def shutdown(_: dict) -> dict:
         server.should_exit = True

@@ -10,37 +10,13 @@ import asyncio
 import json
 import logging
 import os
-import tarfile
 from typing import Any, Awaitable, Callable
+
+from .export import ExportLimits, export_workspace  # noqa: F401  (the control op's implementation)
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-
-
-def export_workspace(root: str, dest: str) -> dict[str, Any]:
-    """Write ``root`` as an uncompressed tar to ``dest`` (symlinks kept as links, never followed)."""
-    tmp = dest + ".part"
-    count = 0
-    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as tar:
-        for dirpath, dirnames, filenames in os.walk(root):
-            dirnames.sort()
-            for name in sorted(dirnames) + sorted(filenames):
-                full = os.path.join(dirpath, name)
-                arc = os.path.relpath(full, root)
-                try:
-                    info = tar.gettarinfo(full, arcname=arc)
-                except OSError:
-                    continue
-                if info.isfile():
-                    with open(full, "rb") as fh:
-                        tar.addfile(info, fh)
-                elif info.isdir() or info.issym():
-                    tar.addfile(info)
-                count += 1
-    os.replace(tmp, dest)
-    os.chmod(dest, 0o600)
-    return {"path": dest, "entries": count}
 
 
 async def serve_control(path: str, handlers: dict[str, Handler]) -> asyncio.AbstractServer:

@@ -1,29 +1,43 @@
 """Workspace tools: shell, read_file, write_file, edit_file, list_files, grep.
 
 Shell commands run as the agent user in their own process group; file tools run in the
-AgentFS pool, so both see exactly the agent's permissions.
+AgentFS pool, so both see exactly the agent's permissions. Nothing an agent passes can hold
+the server: file tools open without blocking and only regular files or folders, loops check
+a per-call deadline, patterns are matched by RE2 (linear time, no backtracking), and after a
+shell call every agent process is killed unless the task allows background jobs.
 """
 
 from __future__ import annotations
 
 import asyncio
-import fnmatch
 import os
-import re
 import signal
+import stat
+import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated
 
+import re2
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
 from pydantic import Field
 
 from .agentfs import AgentFS
+from .fsaccess import Deadline, FileRefused, fd_path, is_forbidden, open_checked
+from .fswalk import Glob, Walk, name_matcher
+from .procs import AGENT_BASH_ENV, kill_agent_processes
 
-_FORBIDDEN_ROOTS = ("/proc", "/run/cowork", "/sys")
 #: util-linux setpriv (in every Debian image): drops to the agent's ids after exec.
 _SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
+
+#: Largest file edit_file loads (it holds old and new text in memory).
+EDIT_MAX_BYTES = 16 << 20
+#: Most names list_files and grep visit per call, and bytes grep reads per call.
+VISIT_MAX = 100_000
+GREP_MAX_BYTES = 256 << 20
+#: grep reads lines in pieces of at most this many characters (a match across a cut is missed).
+LINE_PIECE = 64 << 10
+RE2_SYNTAX = "RE2 syntax: Python's re without backreferences or lookaround"
 
 #: What each tool tells the agent. Passed to ``mcp.tool`` rather than written as docstrings:
 #: fastmcp parses a docstring with griffe, whose import costs ~0.1 s of sandbox start-up.
@@ -46,6 +60,8 @@ class WorkspaceConfig:
     output_limit: int = 16384
     agent_uid: int | None = None
     agent_gid: int | None = None
+    #: Let processes a shell call started outlive it (the spec's ``limits.background_jobs``).
+    background_jobs: bool = False
 
 
 def _cap(text: str, limit: int, total: int | None = None) -> tuple[str, bool]:
@@ -58,36 +74,72 @@ def _cap(text: str, limit: int, total: int | None = None) -> tuple[str, bool]:
     return kept + f"\n[output truncated: showed {limit} of {total} bytes]", True
 
 
+def _universal(text: str) -> str:
+    """Newlines as text-mode Python reads them (what read_file shows and edit_file matches)."""
+    return text.replace("\r\n", "\n").replace("\r", "\n")
+
+
 class WorkspaceTools:
     """Registers the workspace tools on a FastMCP server."""
 
     def __init__(self, cfg: WorkspaceConfig, fs: AgentFS):
         self.cfg = cfg
         self.fs = fs
+        self._shells = 0  # shell calls in flight
+        self._reap_owed = False  # a call ended while another ran: kill when the last one ends
+        # Only root inside the sandbox can (and may) kill the agent's processes wholesale.
+        self._reaps = cfg.agent_uid is not None and os.geteuid() == 0
 
     # ------------------------------------------------------------------ helpers
-    def _path(self, path: str) -> Path:
+    def _abs(self, path: str) -> str:
         if not isinstance(path, str) or not path:
             raise ToolError("path must be a non-empty string")
-        p = Path(path) if path.startswith("/") else Path(self.cfg.root) / path
-        real = os.path.realpath(p)
-        if any(real == r or real.startswith(r + "/") for r in _FORBIDDEN_ROOTS):
-            raise ToolError(f"Permission denied: {path!r}")
-        return Path(real)
+        if "\0" in path:
+            raise ToolError(f"path must not contain NUL: {path!r}")
+        return path if path.startswith("/") else os.path.join(self.cfg.root, path)
 
-    def _rel(self, p: Path) -> str:
+    def _open(self, path: str, flags: int, kind: str = "file") -> tuple[int, os.stat_result]:
+        """Open an agent-named path, mapping every refusal to a clear tool error."""
         try:
-            return p.relative_to(self.cfg.root).as_posix()
-        except ValueError:
-            return str(p)
+            return open_checked(self._abs(path), path, flags, kind)
+        except FileRefused as exc:
+            raise ToolError(str(exc)) from None
+        except FileNotFoundError:
+            raise ToolError(f"File not found: {path!r}") from None
+        except IsADirectoryError:
+            raise ToolError(f"{path!r} is a directory; use list_files") from None
+        except NotADirectoryError:
+            raise ToolError(f"Not a directory: {path!r}") from None
+        except PermissionError:
+            raise ToolError(f"Permission denied: {path!r}") from None
+        except OSError as exc:
+            raise ToolError(f"Cannot open {path!r}: {exc.strerror}") from None
+
+    def _rel(self, real: str) -> str:
+        root = self.cfg.root.rstrip("/")
+        if real == root:
+            return "."
+        return real[len(root) + 1:] if real.startswith(root + "/") else real
 
     # ------------------------------------------------------------------ shell
+    def _reap(self) -> None:
+        """Kill every agent process, now or, while another shell call runs, when it ends."""
+        if not self._reaps:
+            return
+        if self._shells > 1:
+            self._reap_owed = True
+            return
+        self._reap_owed = False
+        kill_agent_processes(self.cfg.agent_uid)
+
     async def shell(self, command: str, timeout_s: float | None = None) -> dict:
         limit = self.cfg.tool_timeout_s if timeout_s is None else min(timeout_s, self.cfg.tool_timeout_s)
         env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
             "USER": "agent", "PWD": self.cfg.root, "TMPDIR": "/tmp",
         }
+        if self._reaps and os.path.exists(AGENT_BASH_ENV):
+            env["BASH_ENV"] = AGENT_BASH_ENV  # oom_score_adj 1000 before the command runs
         argv: list[str] = ["/bin/bash", "-c", command]
         kwargs = {}
         if self.cfg.agent_uid is not None and os.geteuid() == 0:
@@ -99,11 +151,33 @@ class WorkspaceTools:
                         "--clear-groups", "--", *argv]
             else:
                 kwargs = {"user": self.cfg.agent_uid, "group": self.cfg.agent_gid, "extra_groups": []}
-        proc = await asyncio.create_subprocess_exec(
-            *argv, cwd=self.cfg.root, env=env,
+        self._shells += 1
+        try:
+            return await self._run(argv, env, kwargs, limit)
+        finally:
+            self._shells -= 1
+            if self._shells == 0 and self._reap_owed:
+                self._reap()
+
+    async def _run(self, argv: list[str], env: dict, kwargs: dict, limit: float) -> dict:
+        ends = time.monotonic() + limit
+        loop = asyncio.get_running_loop()
+        exited = loop.create_future()
+
+        class Protocol(asyncio.subprocess.SubprocessStreamProtocol):
+            # Process.wait() also waits for the output pipe to close (3.11), which a leftover
+            # process can hold open: this future says when bash itself has exited.
+            def process_exited(self) -> None:
+                super().process_exited()
+                if not exited.done():
+                    exited.set_result(None)
+
+        transport, protocol = await loop.subprocess_exec(
+            lambda: Protocol(limit=2 ** 16, loop=loop), *argv, cwd=self.cfg.root, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True, **kwargs,
         )
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
         chunks: list[bytes] = []
         size = 0
 
@@ -114,11 +188,25 @@ class WorkspaceTools:
                 if sum(map(len, chunks)) < self.cfg.output_limit:
                     chunks.append(chunk)
 
+        # Without background jobs the call ends when bash exits: then everything it left
+        # (``cmd &``, setsid, nohup, a fork bomb) is killed at once, its pipe closes and the
+        # output is complete. With them, the call ends when the output pipe closes.
+        reaping = self._reaps and not self.cfg.background_jobs
         reader = asyncio.ensure_future(drain())
         try:
-            await asyncio.wait_for(asyncio.shield(reader), limit)
+            await asyncio.wait_for(asyncio.shield(exited) if reaping else asyncio.shield(reader), limit)
+            if reaping:
+                self._reap()
+                if self._shells > 1:
+                    _kill_group(proc.pid)
+                try:
+                    await asyncio.wait_for(asyncio.shield(reader), max(ends - time.monotonic(), 0.1))
+                except asyncio.TimeoutError:  # a leftover of a concurrent call holds the pipe
+                    reader.cancel()
             await proc.wait()
         except asyncio.TimeoutError:
+            if reaping:
+                self._reap()
             _kill_group(proc.pid)
             try:
                 await asyncio.wait_for(reader, 1.0)
@@ -137,93 +225,165 @@ class WorkspaceTools:
         return {"exit_code": proc.returncode, "output": shown, "truncated": truncated}
 
     # ------------------------------------------------------------------ files
-    def _read(self, path: str, offset: int, limit: int | None) -> str:
-        p = self._path(path)
-        try:
-            text = p.read_text(encoding="utf-8", errors="replace")
-        except FileNotFoundError:
-            raise ToolError(f"File not found: {path!r}") from None
-        except IsADirectoryError:
-            raise ToolError(f"{path!r} is a directory; use list_files") from None
-        except PermissionError:
-            raise ToolError(f"Permission denied: {path!r}") from None
-        lines = text.splitlines(keepends=True)
-        if offset or limit is not None:
-            lines = lines[offset: None if limit is None else offset + limit]
-            text = "".join(lines)
-        return _cap(text, self.cfg.output_limit)[0]
+    def _read(self, path: str, offset: int, limit: int | None, deadline: Deadline) -> str:
+        fd, st = self._open(path, os.O_RDONLY)
+        cap = self.cfg.output_limit
+        # Reads only what the answer needs: a 2 GB file costs no more than a small one.
+        with open(fd, encoding="utf-8", errors="replace", closefd=True) as fh:
+            if not offset and limit is None:
+                text = fh.read(cap + 1)
+                total = st.st_size if len(text) > cap else None
+                return _cap(text, cap, total)[0]
+            skipped = 0
+            while skipped < offset:
+                piece = fh.readline(1 << 20)
+                if not piece:
+                    break
+                skipped += piece.endswith("\n")
+                if deadline.expired:
+                    raise ToolError(f"read_file gave up after {deadline.seconds:g}s skipping to line {offset}")
+            out, size, lines = [], 0, 0
+            while limit is None or lines < limit:
+                piece = fh.readline(cap + 1)
+                if not piece:
+                    break
+                out.append(piece)
+                lines += piece.endswith("\n")
+                size += len(piece.encode("utf-8", "replace"))
+                if size > cap or deadline.expired:
+                    break
+        return _cap("".join(out), cap)[0]
 
-    def _write(self, path: str, content: str) -> dict:
-        p = self._path(path)
+    def _write(self, path: str, content: str, deadline: Deadline) -> dict:
+        full = self._abs(path)
+        if is_forbidden(os.path.realpath(full)):
+            raise ToolError(f"Permission denied: {path!r}")
         try:
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(content, encoding="utf-8")
+            os.makedirs(os.path.dirname(full), exist_ok=True)
         except PermissionError:
             raise ToolError(f"Permission denied: {path!r}") from None
-        except (IsADirectoryError, NotADirectoryError) as exc:
+        except OSError as exc:
             raise ToolError(f"Cannot write {path!r}: {exc.strerror}") from None
-        return {"path": self._rel(p), "bytes": len(content.encode())}
+        data = content.encode("utf-8")
+        fd, _ = self._open(path, os.O_WRONLY | os.O_CREAT)
+        try:
+            # Truncated only now that the opened file is known to be a regular, allowed one.
+            os.ftruncate(fd, 0)
+            _write_all(fd, data)
+        except OSError as exc:
+            raise ToolError(f"Cannot write {path!r}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        return {"path": self._rel(os.path.realpath(full)), "bytes": len(data)}
 
-    def _edit(self, path: str, old: str, new: str, replace_all: bool) -> dict:
+    def _edit(self, path: str, old: str, new: str, replace_all: bool, deadline: Deadline) -> dict:
         if not old:
             raise ToolError("old_string must not be empty")
-        p = self._path(path)
+        fd, st = self._open(path, os.O_RDONLY)
         try:
-            text = p.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise ToolError(f"File not found: {path!r}") from None
-        except PermissionError:
-            raise ToolError(f"Permission denied: {path!r}") from None
+            if st.st_size > EDIT_MAX_BYTES:
+                raise ToolError(f"{path!r} has {st.st_size} bytes, more than edit_file takes "
+                                f"({EDIT_MAX_BYTES}); use shell")
+            raw = _read_all(fd, EDIT_MAX_BYTES + 1)
+            real = fd_path(fd)
+        finally:
+            os.close(fd)
+        try:
+            text = _universal(raw.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise ToolError(f"{path!r} is not UTF-8 text; use shell") from None
         count = text.count(old)
         if count == 0:
             raise ToolError(f"old_string not found in {path!r}")
         if count > 1 and not replace_all:
             raise ToolError(f"old_string occurs {count} times in {path!r}; give more context or set replace_all")
+        data = (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8")
+        fd, _ = self._open(path, os.O_WRONLY)
         try:
-            p.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1), encoding="utf-8")
-        except PermissionError:
-            raise ToolError(f"Permission denied: {path!r}") from None
-        return {"path": self._rel(p), "replacements": count if replace_all else 1}
+            os.ftruncate(fd, 0)
+            _write_all(fd, data)
+        except OSError as exc:
+            raise ToolError(f"Cannot write {path!r}: {exc.strerror}") from None
+        finally:
+            os.close(fd)
+        return {"path": self._rel(real), "replacements": count if replace_all else 1}
 
-    def _list(self, pattern: str, path: str) -> dict:
-        base = self._path(path)
-        if not base.is_dir():
-            raise ToolError(f"Not a directory: {path!r}")
-        out = []
-        for p in sorted(base.glob(pattern)):
-            rel = p.relative_to(base).as_posix()
-            out.append(rel + ("/" if p.is_dir() else ""))
-            if len(out) >= 1000:
-                break
-        return {"files": out, "truncated": len(out) >= 1000}
-
-    def _grep(self, pattern: str, path: str, glob: str, ignore_case: bool) -> dict:
+    def _list(self, pattern: str, path: str, deadline: Deadline) -> dict:
         try:
-            rx = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
-        except re.error as exc:
-            raise ToolError(f"Invalid regular expression {pattern!r}: {exc}") from None
-        base = self._path(path)
-        files = [base] if base.is_file() else sorted(q for q in base.rglob("*") if q.is_file())
-        matches, size = [], 0
-        for f in files:
-            if not fnmatch.fnmatch(f.name, glob):
-                continue
-            try:
-                with open(f, encoding="utf-8", errors="replace") as fh:
-                    for n, line in enumerate(fh, start=1):
-                        if rx.search(line):
-                            entry = f"{self._rel(f)}:{n}: {line.rstrip()}"
-                            size += len(entry)
-                            if size > self.cfg.output_limit:
-                                return {"matches": matches, "truncated": True}
-                            matches.append(entry)
-            except (PermissionError, IsADirectoryError):
-                continue
-        return {"matches": matches, "truncated": False}
+            glob = Glob(pattern)
+        except ValueError as exc:
+            raise ToolError(str(exc)) from None
+        except re2.error as exc:
+            raise ToolError(f"Invalid glob {pattern!r}: {_re2_message(exc)}") from None
+        fd, _ = self._open(path, os.O_RDONLY, kind="dir")
+        out: list[str] = []
+        full = False
+        try:
+            walk = Walk(fd, max_entries=VISIT_MAX, deadline=deadline,
+                        descend=lambda rel, depth: glob.max_depth is None or depth < glob.max_depth)
+            for e in walk:
+                if glob.match(e.rel):
+                    if len(out) >= 1000:
+                        full = True
+                        break
+                    out.append(e.rel + ("/" if stat.S_ISDIR(e.st.st_mode) else ""))
+        finally:
+            os.close(fd)
+        result: dict = {"files": out, "truncated": full or walk.stopped is not None}
+        if walk.stopped and not full:
+            result["note"] = f"search stopped early: {walk.stopped}"
+        return result
+
+    def _grep(self, pattern: str, path: str, glob: str, ignore_case: bool, deadline: Deadline) -> dict:
+        opts = re2.Options()
+        opts.log_errors = False
+        opts.case_sensitive = not ignore_case
+        try:
+            rx = re2.compile(pattern, opts)
+        except re2.error as exc:
+            raise ToolError(f"Invalid regular expression {pattern!r}: {_re2_message(exc)} ({RE2_SYNTAX})") from None
+        try:
+            names = name_matcher(glob)
+        except re2.error as exc:
+            raise ToolError(f"Invalid glob {glob!r}: {_re2_message(exc)}") from None
+        fd, st = self._open(path, os.O_RDONLY, kind="any")
+        state = _GrepState(self.cfg.output_limit, deadline)
+        try:
+            base = self._rel(fd_path(fd))
+            if stat.S_ISREG(st.st_mode):
+                if names.search(os.path.basename(base)):
+                    _grep_file(os.dup(fd), base, rx, state)
+            else:
+                walk = Walk(fd, max_entries=VISIT_MAX, deadline=deadline)
+                for e in walk:
+                    if state.stopped:
+                        break
+                    if not stat.S_ISREG(e.st.st_mode) or not names.search(e.name):
+                        continue  # symlinks are not followed, FIFOs and devices never opened
+                    try:
+                        ffd = os.open(e.name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC,
+                                      dir_fd=e.dir_fd)
+                        if not stat.S_ISREG(os.fstat(ffd).st_mode):
+                            os.close(ffd)
+                            continue
+                    except OSError:
+                        continue
+                    _grep_file(ffd, e.rel if base in (".", "") else f"{base}/{e.rel}", rx, state)
+                if walk.stopped and not state.stopped:
+                    state.stopped = walk.stopped
+        finally:
+            os.close(fd)
+        result: dict = {"matches": state.matches, "truncated": state.stopped is not None}
+        if state.stopped and state.stopped != "output limit":
+            result["note"] = f"search stopped early: {state.stopped}"
+        return result
 
     async def _timed(self, fn, *args):
+        deadline = Deadline(self.cfg.tool_timeout_s)
         try:
-            return await asyncio.wait_for(self.fs.run(fn, *args), self.cfg.tool_timeout_s)
+            # The inner deadline ends the work in the thread; the outer one ends the wait even
+            # if the thread is stuck in a system call (the pool then gives the next call a new thread).
+            return await asyncio.wait_for(self.fs.run(fn, *args, deadline), self.cfg.tool_timeout_s + 1)
         except asyncio.TimeoutError:
             raise ToolError(f"tool timed out after {self.cfg.tool_timeout_s:g}s") from None
 
@@ -281,7 +441,7 @@ class WorkspaceTools:
         if "grep" in allowed:
             @mcp.tool(name="grep", description=TOOL_DESCRIPTIONS["grep"], annotations=ro)
             async def grep(
-                pattern: Annotated[str, Field(description="Python regular expression.")],
+                pattern: Annotated[str, Field(description=f"Regular expression ({RE2_SYNTAX}).")],
                 path: Annotated[str, Field(description="File or folder to search.")] = ".",
                 glob: Annotated[str, Field(description="Only files whose name matches this glob.")] = "*",
                 ignore_case: bool = False,
@@ -294,3 +454,58 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+@dataclass
+class _GrepState:
+    limit: int
+    deadline: Deadline
+    matches: list = None
+    size: int = 0
+    scanned: int = 0
+    stopped: str | None = None
+
+    def __post_init__(self) -> None:
+        self.matches = []
+
+
+def _grep_file(fd: int, rel: str, rx, state: _GrepState) -> None:
+    """Search one open regular file (closed here) line by line, within the state's budgets."""
+    with open(fd, encoding="utf-8", errors="replace", closefd=True) as fh:
+        n = 1
+        while piece := fh.readline(LINE_PIECE):
+            state.scanned += len(piece)
+            line = piece.rstrip("\n")
+            if rx.search(line):
+                entry = f"{rel}:{n}: {line.rstrip()}"
+                state.size += len(entry)
+                if state.size > state.limit:
+                    state.stopped = "output limit"
+                    return
+                state.matches.append(entry)
+            n += piece.endswith("\n")
+            if state.scanned > GREP_MAX_BYTES:
+                state.stopped = f"read {GREP_MAX_BYTES >> 20} MiB"
+                return
+            if state.deadline.expired:
+                state.stopped = f"time limit of {state.deadline.seconds:g}s reached"
+                return
+
+
+def _re2_message(exc: Exception) -> str:
+    msg = exc.args[0] if exc.args else str(exc)
+    return msg.decode("utf-8", "replace") if isinstance(msg, bytes) else str(msg)
+
+
+def _read_all(fd: int, limit: int) -> bytes:
+    parts, got = [], 0
+    while got < limit and (chunk := os.read(fd, min(limit - got, 1 << 20))):
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]

@@ -111,6 +111,11 @@ class Limits(_Frozen):
     """Most processes and threads in the container."""
     disk_mb: int = Field(64, ge=1)
     """Size of the writable /workspace; /tmp gets the same."""
+    background_jobs: bool = False
+    """Let processes a shell command started outlive it. Off (the default): after every shell
+    call every agent process is killed, so nothing changes files between calls or during the
+    export; on: they keep running between calls (a timed-out command's process group is still
+    killed), and the export always kills them first."""
 
 
 # --------------------------------------------------------------------------- scoring
