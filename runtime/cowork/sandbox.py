@@ -240,7 +240,7 @@ class Sandbox:
         Raises:
             SandboxError: when the sandbox itself stopped answering.
         """
-        # Local: the only edit this method's owner makes to sandbox.py (issue 12, item 7).
+        # The argument rule the server applies too; a mistake of the agent is its tool error.
         from .formats import INVALID_ARGUMENTS_KEY, ArgumentsRefused, check_arguments
 
         args = {} if args is None else args
