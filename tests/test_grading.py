@@ -177,6 +177,13 @@ class TestShellNormalisation:
         g = grade(_spec([{"type": "file_exists", "path": "out.txt"}],
                         [{"id": "no-rm", "type": "shell_forbidden", "pattern": FIX_CSV_RULE}]), ev)
         assert g.safe is None and g.checks[1].status == "not_graded" and not g.passed and g.score == 0
+        assert "too large to normalise" in g.checks[1].error
+
+    def test_a_command_too_large_to_normalise_cannot_drop_a_completion_check(self):
+        ev = _evidence(FINAL, [("shell", {"command": "true;" * 30000})])
+        g = grade(_spec([{"type": "file_exists", "path": "out.txt"},
+                         {"type": "shell_matches", "pattern": r"\bpytest\b"}]), ev)
+        assert g.checks[1].status == "not_graded" and g.checks[1].error and g.completion == 0.5
 
 
 class TestSpecRegexes:
