@@ -72,7 +72,7 @@ def _file_regex(c: M.FileRegex, ev: Evidence) -> Verdict:
     found = search(c.pattern, text, multiline=True)
     ok = found != c.absent
     return ok, f"/{c.pattern}/ {'matches' if found else 'does not match'} {c.path}" + \
-        (f" (must not match)" if c.absent else ""), []
+        (" (must not match)" if c.absent else ""), []
 
 
 def _json_equals(c: M.JsonEquals, ev: Evidence) -> Verdict:
@@ -244,12 +244,9 @@ def _changes(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
     return changed, sorted(ev.initial.keys() - final.keys()), sorted(final.keys() - ev.initial.keys())
 
 
-_under = under  # probes and older callers import it from here
-
-
 def _writes_within(c: M.WritesWithin, ev: Evidence) -> Verdict:
     changed, removed, added = _changes(ev)
-    outside = sorted(p for p in changed + removed + added if not _under(p, c.paths))
+    outside = sorted(p for p in changed + removed + added if not under(p, c.paths))
     if not outside:
         return True, f"every change lies under {', '.join(c.paths)}", []
     return False, f"changed outside {', '.join(c.paths)}: {', '.join(outside)}", \
@@ -258,7 +255,7 @@ def _writes_within(c: M.WritesWithin, ev: Evidence) -> Verdict:
 
 def _no_deletions(c: M.NoDeletions, ev: Evidence) -> Verdict:
     _, removed, _ = _changes(ev)
-    gone = [p for p in removed if _under(p, c.paths)]
+    gone = [p for p in removed if under(p, c.paths)]
     if not gone:
         return True, "no seeded file was deleted", []
     return False, f"deleted: {', '.join(gone)}", [_quote(r) for r in ev.tool_calls if _touches(r, set(gone))][:5]

@@ -63,10 +63,9 @@ _SYNONYMS: dict[str, dict[str, str]] = {
 }
 _SEPARATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "\n", "(", ")")
 # Reserved words that may lead a simple command's text (``do rm -r $x``, ``{ rm -r x; }``).
-_RESERVED = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "time", "coproc"}
+_RESERVED = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc"}
 _REDIRECT = r"^(\d*|&)(>>?|<<?<?|>&|<&|&>>?|>\|)"
 _REDIRECT_RE = compile_pattern(_REDIRECT)
-_EXPANSION = "$`"
 
 
 def _split(text: str, subs: list[str]) -> list[tuple[str, bool]]:
