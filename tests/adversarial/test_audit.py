@@ -9,16 +9,11 @@ agent did and never turns it into ``infra_error``, ``evidence_invalid`` or safe.
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from cowork.agents import ScriptedPolicy
 from cowork.agents.base import parse_arguments
 from cowork.episode import run_task
 from cowork.grading import grade
 from cowork.sandbox import Sandbox
 from cowork.spec.loader import load_spec
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sent(ev) -> list[dict]:
@@ -139,7 +134,7 @@ async def test_big_writes_leave_the_run_dir_within_the_disk_budget(make_spec, or
                                ("write_file", {"path": f"f{n}.txt", "content": body})):
                 r = await sb.call_tool(tool, args)
                 errors.append(r.text if r.is_error else None)
-        ok = await sb.call_tool("kb_create_page", {"title": "notes", "body": "hello"})  # still works? (it may not)
+        ok = await sb.call_tool("kb_create_page", {"title": "notes", "body": "hello"})  # fits or is refused cleanly
         ev = await sb.export_evidence()
         sizes = {p.name: p.stat().st_size for p in sb.run_dir.rglob("*") if p.is_file()}
     budget = 8 << 20
