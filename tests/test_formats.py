@@ -92,6 +92,16 @@ class TestUnsplittable:
     def test_lines_split_on_newline_only(self):
         assert audit_lines("a\u2028b\nc") == ["a\u2028b", "c"]
 
+    def test_bundles_saved_before_the_ascii_form_still_verify(self):
+        import hashlib as h
+
+        body = {"seq": 0, "kind": "tool_call", "tool": "shell", "args": {"command": "echo é"}, "prev": GENESIS_HASH}
+        old = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        line = json.dumps({**body, "hash": h.sha256(old.encode()).hexdigest()}, ensure_ascii=False)
+        assert verify_chain([line]).valid
+        forged = line.replace("echo é", "echo è")
+        assert not verify_chain([forged]).valid
+
     def test_nan_is_never_written(self):
         with pytest.raises(ValueError):
             canonical_json({"x": float("nan")})

@@ -295,6 +295,17 @@ def seal(record: dict[str, Any], prev_hash: str) -> dict[str, Any]:
     return sealed
 
 
+def _legacy_hash(record: dict[str, Any]) -> str | None:
+    """The hash as logs before the ASCII form computed it (UTF-8 kept), so saved bundles
+    still verify; None when that form cannot be encoded."""
+    body = {k: v for k, v in record.items() if k != "hash"}
+    try:
+        text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
+        return hashlib.sha256(text.encode()).hexdigest()
+    except (ValueError, UnicodeEncodeError):
+        return None
+
+
 @dataclass(frozen=True)
 class ChainReport:
     """Outcome of verifying an audit log's hash chain."""
@@ -338,7 +349,7 @@ def verify_chain(lines: Iterable[str] | str, expected_count: int | None = None) 
             )
         if record.get("prev") != prev:
             return ChainReport(False, records, f"line {number}: prev hash does not match line {number - 1}", number)
-        if record.get("hash") != record_hash(record):
+        if record.get("hash") != record_hash(record) and record.get("hash") != _legacy_hash(record):
             return ChainReport(False, records, f"line {number}: hash does not match its content", number)
         prev = record["hash"]
         records.append(record)
