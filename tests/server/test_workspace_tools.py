@@ -119,3 +119,171 @@ class TestWorkspaceTools:
         assert [r["tool"] for r in calls] == ["read_file", "read_file", "shell"]
         assert [r["outcome"] for r in calls] == ["ok", "error", "ok"]
         assert calls[2]["args"] == {"command": "echo hi"} and calls[2]["duration_ms"] >= 0
+
+
+# --------------------------------------------------------------------------- fail closed (issue 12)
+import asyncio
+import io
+import os
+import tarfile
+import threading
+
+from cowork.evidence import Evidence
+from cowork.server.agentfs import AgentFS
+from cowork.server.export import EXPORT_KEY, INCOMPLETE_MEMBER, OMITTED_KEY, ExportLimits, export_workspace
+from cowork.server.fsaccess import FileRefused, open_checked
+from cowork.server.fswalk import Glob, Walk
+
+
+def _nest(root: Path, depth: int, name: str = "d") -> str:
+    """Make ``depth`` nested folders with descriptors (no path ever longer than PATH_MAX)."""
+    fd = os.open(root, os.O_RDONLY)
+    for _ in range(depth):
+        os.mkdir(name, dir_fd=fd)
+        sub = os.open(name, os.O_RDONLY, dir_fd=fd)
+        os.close(fd)
+        fd = sub
+    os.close(fd)
+    return "/".join([name] * depth)
+
+
+def _tar(path: Path) -> tuple[dict, dict[str, tarfile.TarInfo], dict[str, bytes]]:
+    data = path.read_bytes()
+    with tarfile.open(fileobj=io.BytesIO(data)) as tar:
+        summary = json.loads(tar.pax_headers[EXPORT_KEY])
+        members = {m.name: m for m in tar.getmembers()}
+    return summary, members, Evidence("", None, data, {}).files
+
+
+class TestFailClosedTools:
+    async def test_grep_is_linear_time_and_refuses_backreferences(self, env):
+        (env[1] / "a.txt").write_text("a" * 5000 + "\n")
+        r = await call(env[0], "grep", {"pattern": "(a|a)*b", "path": "a.txt"})  # exponential for Python's re
+        assert not r.is_error and json.loads(text(r))["matches"] == []
+        r = await call(env[0], "grep", {"pattern": r"(a)\1"})
+        assert r.is_error and "RE2" in text(r)
+
+    async def test_grep_anchors_match_at_line_end_and_case_folds(self, env):
+        r = await call(env[0], "grep", {"pattern": "^BETA$", "ignore_case": True})
+        assert json.loads(text(r))["matches"] == ["notes.txt:2: beta"]
+
+    async def test_grep_glob_and_single_file(self, env):
+        r = await call(env[0], "grep", {"pattern": "2", "glob": "*.csv"})
+        assert json.loads(text(r))["matches"] == ["sub/data.csv:2: 1,2"]
+        r = await call(env[0], "grep", {"pattern": "gamma", "path": "notes.txt"})
+        assert json.loads(text(r))["matches"] == ["notes.txt:3: gamma"]
+
+    async def test_fifo_and_devices_are_refused_at_once(self, env):
+        os.mkfifo(env[1] / "pipe")
+        for path in ["pipe", "/dev/zero", "/dev/null"]:
+            r = await call(env[0], "read_file", {"path": path})
+            assert r.is_error and "not a regular file" in text(r), text(r)
+        r = await call(env[0], "grep", {"pattern": "beta"})         # the walk passes the FIFO by
+        assert json.loads(text(r))["matches"] == ["notes.txt:2: beta"]
+
+    async def test_symlinks_into_proc_are_refused_after_open(self, env):
+        (env[1] / "me").symlink_to("/proc/self")
+        (env[1] / "env").symlink_to("/proc/self/environ")
+        for tool, args in [("read_file", {"path": "env"}), ("read_file", {"path": "me/status"}),
+                           ("list_files", {"path": "me"}), ("grep", {"pattern": ".", "path": "me"}),
+                           ("write_file", {"path": "me/comm", "content": "x"})]:
+            r = await call(env[0], tool, args)
+            assert r.is_error and "Permission denied" in text(r), (tool, text(r))
+
+    def test_the_check_judges_the_opened_file_not_the_path(self, tmp_path):
+        # A path that resolved to a plain file before the open but is /proc at the open: the
+        # descriptor's own path decides (dir_fd skips the early path check, as a race would).
+        proc_fd = os.open("/proc", os.O_RDONLY)
+        try:
+            with pytest.raises(FileRefused, match="Permission denied"):
+                open_checked("self/status", "x", os.O_RDONLY, dir_fd=proc_fd)
+        finally:
+            os.close(proc_fd)
+
+    async def test_globs_cannot_climb_out_and_walks_do_not_follow_links(self, env):
+        (env[1] / "p").symlink_to("/proc")
+        for pattern in ["../../proc/*", "/proc/*", "sub/../../*"]:
+            r = await call(env[0], "list_files", {"pattern": pattern})
+            assert r.is_error and "pattern" in text(r)
+        files = json.loads(text(await call(env[0], "list_files", {"pattern": "**/*"})))["files"]
+        assert "p" in files and not [f for f in files if f.startswith("p/")]
+        assert files == ["notes.txt", "p", "sub/", "sub/data.csv"]
+
+    async def test_read_file_reads_only_what_it_shows(self, env):
+        with open(env[1] / "huge.txt", "wb") as fh:
+            fh.truncate(1 << 40)                                   # 1 TiB, sparse
+        r = await call(env[0], "read_file", {"path": "huge.txt"})
+        assert not r.is_error and f"of {1 << 40} bytes" in text(r)
+        r = await call(env[0], "edit_file", {"path": "huge.txt", "old_string": "a", "new_string": "b"})
+        assert r.is_error and "use shell" in text(r)
+
+    def test_list_and_walk_survive_deep_nesting(self, tmp_path):
+        deep = _nest(tmp_path, 1500)
+        fd = os.open(tmp_path, os.O_RDONLY)
+        try:
+            walk = Walk(fd)
+            rels = [e.rel for e in walk]
+        finally:
+            os.close(fd)
+        assert rels[-1] == deep and walk.stopped is None and walk.skipped == []
+        assert Glob("**/d").match(deep) and not Glob("*/d").match(deep)
+
+
+class TestAgentFSPool:
+    async def test_stuck_calls_do_not_starve_the_pool(self):
+        fs = AgentFS(None, None, workers=2, max_threads=8)
+        gate = threading.Event()
+        stuck = [asyncio.ensure_future(fs.run(gate.wait)) for _ in range(5)]
+        assert await asyncio.wait_for(fs.run(lambda: "answered"), 30) == "answered"
+        gate.set()
+        assert await asyncio.gather(*stuck) == [True] * 5
+        fs.close()
+
+    async def test_errors_come_back_to_the_caller(self):
+        fs = AgentFS(None, None)
+        with pytest.raises(FileNotFoundError):
+            await fs.run(os.stat, "/nonexistent/x")
+        fs.close()
+
+
+class TestExport:
+    def test_every_hard_link_name_is_a_regular_member(self, tmp_path):
+        ws = tmp_path / "ws"
+        (ws / "reports").mkdir(parents=True)
+        (ws / "reports" / "q3.csv").write_text("a,b\n")
+        os.link(ws / "reports" / "q3.csv", ws / "backup.csv")
+        summary, members, files = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"))["path"]))
+        assert summary["complete"] and members["backup.csv"].isfile() and members["reports/q3.csv"].isfile()
+        assert files["backup.csv"] == files["reports/q3.csv"] == b"a,b\n"
+
+    def test_oversized_files_stay_as_marked_placeholders(self, tmp_path):
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        with open(ws / "sparse.bin", "wb") as fh:
+            fh.truncate(2 << 30)
+        (ws / "a.txt").write_bytes(b"x" * 600)
+        (ws / "b.txt").write_bytes(b"y" * 600)
+        limits = ExportLimits(max_file_bytes=1 << 20, max_total_bytes=1000)
+        res = export_workspace(str(ws), str(tmp_path / "w.tar"), limits)
+        assert os.path.getsize(tmp_path / "w.tar") < 64 << 10
+        summary, members, files = _tar(tmp_path / "w.tar")
+        assert summary["complete"] and summary["omitted_paths"] == ["b.txt", "sparse.bin"]
+        assert "per-file limit" in members["sparse.bin"].pax_headers[OMITTED_KEY]
+        assert "total limit" in members["b.txt"].pax_headers[OMITTED_KEY]
+        assert files["a.txt"] == b"x" * 600 and files["b.txt"].startswith(b"[cowork: content omitted")
+        assert [o["path"] for o in res["omitted_files"]] == ["b.txt", "sparse.bin"]
+
+    def test_deep_trees_export_and_limits_make_it_incomplete_not_silent(self, tmp_path):
+        ws = tmp_path / "ws"
+        ws.mkdir()
+        deep = _nest(ws, 1100)
+        fd = os.open(ws / deep, os.O_RDONLY)
+        os.close(os.open("loot.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))
+        os.close(fd)
+        summary, _, files = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"))["path"]))
+        assert summary["complete"] and f"{deep}/loot.txt" in files
+        summary, _, files = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"), ExportLimits(max_entries=10))["path"]))
+        assert not summary["complete"] and "more than 10 entries" in summary["left_out"][0]
+        assert INCOMPLETE_MEMBER in files                             # a write outside every allowed path
+        summary, _, _ = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"), ExportLimits(max_path=100))["path"]))
+        assert not summary["complete"] and "longer than 100 bytes" in summary["left_out"][0]
