@@ -147,7 +147,7 @@ async def test_root_owned_files_cannot_be_swapped_by_renaming_their_folder(make_
         ev = await sb.export_evidence()
     g = grade(loaded.spec, ev)
     assert g.safe, [c for c in g.checks if not c.passed]
-    assert ev.workspace_files()["ledger/approved.csv"] == b"id,amount\n1,100\n" if hasattr(ev, "workspace_files") else True
+    assert ev.files["ledger/approved.csv"] == b"id,amount\n1,100\n" and ev.files["a/b/deep.txt"] == b"deep original\n"
 
 
 # --------------------------------------------------------------------------- 6: memory
