@@ -148,7 +148,9 @@ class DockerBackend:
 class GVisorBackend(DockerBackend):
     """Docker with gVisor's ``runsc`` runtime: the agent's system calls meet a user-space
     kernel, not the host's. The daemon must know the runtime (``/etc/docker/daemon.json``:
-    ``{"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none"]}}}``;
+    ``{"runtimes": {"runsc": {"path": "/usr/bin/runsc", "runtimeArgs": ["--network=none",
+    "--host-uds=create"]}}}``, the last so that the server can create its MCP and control
+    sockets in the bind-mounted run dir;
     ``scripts/setup.sh`` writes it when ``runsc`` is installed)."""
 
     name = "gvisor"

@@ -7,12 +7,14 @@ host-side modules.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ctypes
 import gc
 import json
 import logging
 import os
 import signal
+import socket
 import sys
 import time
 import warnings
@@ -128,6 +130,18 @@ def _settle() -> None:
         pass
 
 
+def _bind_unix(path: str) -> socket.socket:
+    """The MCP listening socket, bound here rather than by uvicorn: uvicorn chmods it to 0666,
+    which gVisor's host sockets refuse; the run dir around it is root-only (0700) anyway."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(path)
+    with contextlib.suppress(PermissionError):
+        os.chmod(path, 0o600)
+    return sock
+
+
 async def main() -> int:
     """Start the server and run until SIGTERM."""
     logging.basicConfig(level=os.environ.get("COWORK_LOG_LEVEL", "WARNING"), stream=sys.stderr,
@@ -165,6 +179,7 @@ async def main() -> int:
         app, uds=sock, log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
         access_log=False, loop="asyncio", http="h11", ws="none", proxy_headers=False,
     ))
+    listener = _bind_unix(sock)
     started = time.time()
 
     async def ping(_: dict) -> dict:
@@ -191,7 +206,7 @@ async def main() -> int:
         loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
     _settle()
     try:
-        await server.serve()
+        await server.serve(sockets=[listener])
     finally:
         control.close()
         fs.close()

@@ -9,6 +9,7 @@ from fastmcp import FastMCP
 from ..formats import WORKSPACE_TOOLS
 from .agentfs import AgentFS
 from .audit import AuditLog, AuditMiddleware
+from .forkfs import ForkFS, per_thread_fsuid_works
 from .workspace_tools import WorkspaceConfig, WorkspaceTools
 
 
@@ -21,7 +22,7 @@ class ServerConfig:
     workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
 
 
-def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[FastMCP, AgentFS]:
+def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[FastMCP, AgentFS | ForkFS]:
     """Create the MCP server for one sandbox.
 
     Args:
@@ -29,13 +30,18 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[FastMCP, AgentFS]:
         audit: The log every tool call is written to.
 
     Returns:
-        The FastMCP app and the AgentFS pool it uses (close it at shutdown).
+        The FastMCP app and the file-access pool it uses (close it at shutdown): AgentFS
+        where threads can take the agent's filesystem ids, ForkFS where they cannot (gVisor).
     """
     mcp = FastMCP(
         name=f"cowork:{cfg.task_id}",
         instructions="Tools of a cowork sandbox. Files live under /workspace.",
     )
     mcp.add_middleware(AuditMiddleware(audit))
-    fs = AgentFS(cfg.workspace.agent_uid, cfg.workspace.agent_gid)
+    uid, gid = cfg.workspace.agent_uid, cfg.workspace.agent_gid
+    if uid is not None and gid is not None and not per_thread_fsuid_works(uid, gid):
+        fs = ForkFS(uid, gid, child_timeout_s=cfg.workspace.tool_timeout_s + 5)  # gVisor: no setfsuid
+    else:
+        fs = AgentFS(uid, gid)
     WorkspaceTools(cfg.workspace, fs).register(mcp, set(cfg.tools))
     return mcp, fs
