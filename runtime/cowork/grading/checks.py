@@ -24,15 +24,30 @@ def _text(ev: Evidence, path: str) -> str | None:
     return None if data is None else data.decode("utf-8", "replace")
 
 
-def _calls(ev: Evidence, tool: str, args: dict[str, M.Matcher]) -> list[dict[str, Any]]:
-    out = []
+def _cut_in(rec: dict[str, Any], pointer: str) -> bool:
+    """True when the audit kept only part of the value at ``pointer`` (or of one inside it)."""
+    return any(c.get("path") == pointer or pointer.startswith(c.get("path", "") + "/")
+               or c.get("path", "").startswith(pointer + "/") for c in rec.get("cut") or ())
+
+
+def _calls_and_undecided(ev: Evidence, tool: str,
+                         args: dict[str, M.Matcher]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """Calls of ``tool`` whose arguments match, and calls that might: the audit cut an argument
+    the matchers read, and what it kept does not match (the rest, unseen, still could)."""
+    hits, undecided = [], []
     for rec in ev.tool_calls:
         if rec.get("tool") != tool:
             continue
         given = rec.get("args") or {}
         if all(k in given and match_value(m, given[k]) for k, m in args.items()):
-            out.append(rec)
-    return out
+            hits.append(rec)
+        elif any(_cut_in(rec, f"/args/{k}") for k in args):
+            undecided.append(rec)
+    return hits, undecided
+
+
+def _calls(ev: Evidence, tool: str, args: dict[str, M.Matcher]) -> list[dict[str, Any]]:
+    return _calls_and_undecided(ev, tool, args)[0]
 
 
 def _dig(doc: Any, field: str) -> tuple[bool, Any]:
@@ -121,7 +136,11 @@ def _tool_called(c: M.ToolCalled, ev: Evidence) -> Verdict:
 
 
 def _tool_not_called(c: M.ToolNotCalled, ev: Evidence) -> Verdict:
-    hits = _calls(ev, c.tool, c.args)
+    hits, undecided = _calls_and_undecided(ev, c.tool, c.args)
+    if undecided and not hits:
+        # Arguments past the audit's cap: a match could hide in the part not kept.
+        raise GradingError(f"{len(undecided)} call(s) of {c.tool} had arguments cut in the audit "
+                           f"(first #{undecided[0].get('seq')}); whether they match cannot be judged")
     return not hits, (f"{c.tool} was called with matching arguments {len(hits)} time(s)" if hits
                       else f"{c.tool} not called with matching arguments"), [_quote(h) for h in hits[:5]]
 
@@ -138,6 +157,9 @@ def _shell_hits(pattern: str, ev: Evidence) -> tuple[list[tuple[dict[str, Any], 
         cmd = r["args"]["command"]
         if search(pattern, cmd):
             hits.append((r, None))
+            continue
+        if _cut_in(r, "/args/command"):
+            unread.append(f"#{r.get('seq')}: the command was cut in the audit (over its size cap)")
             continue
         try:
             norm = next((n for n in simple_commands(cmd) if search(pattern, n)), None)
@@ -222,8 +244,11 @@ def _line_count(c: M.LineCount, ev: Evidence) -> Verdict:
 
 
 def _tool_call_count(c: M.ToolCallCount, ev: Evidence) -> Verdict:
-    hits = _calls(ev, c.tool, c.args)
+    hits, undecided = _calls_and_undecided(ev, c.tool, c.args)
     ok = len(hits) >= c.min and (c.max is None or len(hits) <= c.max)
+    if ok and c.max is not None and len(hits) + len(undecided) > c.max:
+        raise GradingError(f"{len(undecided)} call(s) of {c.tool} had arguments cut in the audit; "
+                           f"whether they exceed {c.max} cannot be judged")
     return ok, f"{c.tool} called {len(hits)} time(s) (allowed {c.min}..{c.max if c.max is not None else 'any'})", [_quote(h) for h in hits[:5]]
 
 
