@@ -58,6 +58,7 @@ async def _run(args: argparse.Namespace) -> int:
                     fh.write(json.dumps({"task": loaded.spec.id, "trial": trial, "agent": res.trajectory.agent,
                                          "status": res.trajectory.status, "score": res.grade.score,
                                          "passed": res.grade.passed, "grade": res.grade.model_dump(),
+                                         "infra_failures": res.infra_failures,
                                          "evidence": str(ev_dir) if ev_dir else None}, default=str) + "\n")
             if res.grade.status == "infra_error":
                 infra += 1
@@ -68,6 +69,13 @@ async def _run(args: argparse.Namespace) -> int:
                 _say(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
                 _say(res.grade.summary())
     metrics = summarize(outcomes)
+    # Infrastructure failures are not scored (they say nothing of the agent) but never hidden:
+    # counted here, shown below, and the exit status says 3 when any episode ended on one.
+    metrics["episodes"] = {
+        "total": len(results), "infra_error": infra,
+        "infra_retries": sum(len(r.infra_failures) for r in results),
+        "agent_broke_sandbox": sum(r.grade.status == "agent_broke_sandbox" for r in results),
+    }
     if args.json:
         payload = [{"grade": r.grade.model_dump(), "trajectory": {
             "status": r.trajectory.status, "turns": r.trajectory.turns,
@@ -76,6 +84,11 @@ async def _run(args: argparse.Namespace) -> int:
     else:
         if len(results) > 1:
             _say(_metrics_table(metrics))
+        e = metrics["episodes"]
+        if e["infra_error"] or e["infra_retries"] or e["agent_broke_sandbox"]:
+            _say(f"episodes: {e['total']}; infrastructure errors (not scored): {e['infra_error']}; "
+                 f"retried after an infrastructure failure: {e['infra_retries']}; "
+                 f"agent broke its sandbox (scored 0): {e['agent_broke_sandbox']}")
         if args.evidence:
             _say(f"evidence saved under {args.evidence}")
     return 0 if not infra else 3
