@@ -3,6 +3,7 @@
 import asyncio
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -101,3 +102,17 @@ def test_images_prune_removes_stale_tags_and_keeps_current(sandbox_image, capsys
     assert "cowork-task-stale-probe:old" in out
     tags = {t for i in client.images.list() for t in i.tags}
     assert current in tags and sandbox_image in tags and "cowork-task-stale-probe:old" not in tags
+
+
+def test_readme_python_api_example_runs(tmp_path):
+    """The README's Python API example runs as written (from a folder with the specs)."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index("```python\nimport asyncio\nfrom cowork import")
+    code = readme[start + len("```python\n"):readme.index("```", start + 10)]
+    (tmp_path / "specs").symlink_to(ROOT / "specs")
+    (tmp_path / "example.py").write_text(code)
+    proc = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    # The oracle run passes; the step-by-step sandbox did no work, so its grade fails.
+    assert "completed 1.0 True []" in proc.stdout and "fix-csv-report: FAILED" in proc.stdout
+    assert (tmp_path / "out" / "grade.json").exists()
