@@ -106,7 +106,8 @@ class Limits(_Frozen):
     cpus: float = Field(1.0, gt=0, le=64)
     """CPU share of the container."""
     memory_mb: int = Field(512, ge=32)
-    """Memory limit of the container, workspace and tmp included."""
+    """Memory for the agent's processes (MiB). The container's limit adds /workspace and /tmp
+    (``disk_mb`` each, tmpfs pages being charged to it) and a reserve for the server."""
     pids: int = Field(256, ge=16)
     """Most processes and threads in the container."""
     disk_mb: int = Field(64, ge=1)
