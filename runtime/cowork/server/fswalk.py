@@ -42,7 +42,10 @@ class Walk:
         max_depth: Deepest level entered (top-level names are depth 0).
         max_path: Longest relative path, in bytes, yielded; longer ones are skipped.
         deadline: Time budget; the walk stops when it is spent.
-        descend: Called with a folder's relative path; False skips its contents.
+        descend: Called with a folder's relative path and depth; False skips its contents.
+
+    Iterating raises OSError only when the root folder itself cannot be listed; a subfolder
+    that cannot be opened is skipped and named in ``skipped``.
     """
 
     root_fd: int

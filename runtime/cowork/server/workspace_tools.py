@@ -162,22 +162,13 @@ class WorkspaceTools:
     async def _run(self, argv: list[str], env: dict, kwargs: dict, limit: float) -> dict:
         ends = time.monotonic() + limit
         loop = asyncio.get_running_loop()
-        exited = loop.create_future()
-
-        class Protocol(asyncio.subprocess.SubprocessStreamProtocol):
-            # Process.wait() also waits for the output pipe to close (3.11), which a leftover
-            # process can hold open: this future says when bash itself has exited.
-            def process_exited(self) -> None:
-                super().process_exited()
-                if not exited.done():
-                    exited.set_result(None)
-
         transport, protocol = await loop.subprocess_exec(
-            lambda: Protocol(limit=2 ** 16, loop=loop), *argv, cwd=self.cfg.root, env=env,
+            lambda: _ShellProtocol(limit=2 ** 16, loop=loop), *argv, cwd=self.cfg.root, env=env,
             stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.STDOUT, start_new_session=True, **kwargs,
         )
         proc = asyncio.subprocess.Process(transport, protocol, loop)
+        exited = protocol.exited
         chunks: list[bytes] = []
         size = 0
 
@@ -454,6 +445,20 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+class _ShellProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """Says when bash itself has exited: Process.wait() also waits for the output pipe to
+    close (Python 3.11), which a process the command left behind can hold open."""
+
+    def __init__(self, limit: int, loop: asyncio.AbstractEventLoop):
+        super().__init__(limit=limit, loop=loop)
+        self.exited: asyncio.Future = loop.create_future()
+
+    def process_exited(self) -> None:
+        super().process_exited()
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 @dataclass
