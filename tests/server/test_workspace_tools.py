@@ -1,14 +1,24 @@
 """Workspace tools through an in-memory MCP client (no Docker)."""
 
+import asyncio
+import io
 import json
+import os
+import tarfile
+import threading
 from pathlib import Path
 
 import pytest
 from fastmcp import Client
 
+from cowork.evidence import Evidence
 from cowork.formats import WORKSPACE_TOOLS, merge_tool_calls, verify_chain
+from cowork.server.agentfs import AgentFS
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.audit import AuditLog
+from cowork.server.export import EXPORT_KEY, INCOMPLETE_MEMBER, OMITTED_KEY, ExportLimits, export_workspace
+from cowork.server.fsaccess import FileRefused, open_checked
+from cowork.server.fswalk import Glob, Walk
 from cowork.server.workspace_tools import WorkspaceConfig
 
 
@@ -122,17 +132,11 @@ class TestWorkspaceTools:
 
 
 # --------------------------------------------------------------------------- fail closed (issue 12)
-import asyncio
-import io
-import os
-import tarfile
-import threading
 
-from cowork.evidence import Evidence
-from cowork.server.agentfs import AgentFS
-from cowork.server.export import EXPORT_KEY, INCOMPLETE_MEMBER, OMITTED_KEY, ExportLimits, export_workspace
-from cowork.server.fsaccess import FileRefused, open_checked
-from cowork.server.fswalk import Glob, Walk
+
+def _touch(p: Path) -> Path:
+    p.touch()
+    return p
 
 
 def _nest(root: Path, depth: int, name: str = "d") -> str:
@@ -145,6 +149,37 @@ def _nest(root: Path, depth: int, name: str = "d") -> str:
         fd = sub
     os.close(fd)
     return "/".join([name] * depth)
+
+
+def _remove_tree(path: Path) -> None:
+    """Delete a tree of any depth without recursion: pytest's own clean-up (shutil.rmtree)
+    recurses and fails on 1,000+ levels, which would break later runs for everyone."""
+    stack = [(os.open(path, os.O_RDONLY | os.O_DIRECTORY), None, None)]
+    while stack:
+        fd, parent_fd, name = stack[-1]
+        sub = None
+        for e in os.scandir(fd):
+            if e.is_dir(follow_symlinks=False):
+                sub = e.name
+                break
+            os.unlink(e.name, dir_fd=fd)
+        if sub is not None:
+            stack.append((os.open(sub, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=fd), fd, sub))
+            continue
+        stack.pop()
+        if parent_fd is not None:
+            os.rmdir(name, dir_fd=parent_fd)
+        os.close(fd)
+    os.rmdir(path)
+
+
+@pytest.fixture
+def deep_tmp(tmp_path):
+    """A folder for deep trees, removed without recursion at the end."""
+    d = tmp_path / "deep"
+    d.mkdir()
+    yield d
+    _remove_tree(d)
 
 
 def _tar(path: Path) -> tuple[dict, dict[str, tarfile.TarInfo], dict[str, bytes]]:
@@ -210,16 +245,15 @@ class TestFailClosedTools:
         assert files == ["notes.txt", "p", "sub/", "sub/data.csv"]
 
     async def test_read_file_reads_only_what_it_shows(self, env):
-        with open(env[1] / "huge.txt", "wb") as fh:
-            fh.truncate(1 << 40)                                   # 1 TiB, sparse
+        os.truncate(_touch(env[1] / "huge.txt"), 1 << 40)           # 1 TiB, sparse
         r = await call(env[0], "read_file", {"path": "huge.txt"})
         assert not r.is_error and f"of {1 << 40} bytes" in text(r)
         r = await call(env[0], "edit_file", {"path": "huge.txt", "old_string": "a", "new_string": "b"})
         assert r.is_error and "use shell" in text(r)
 
-    def test_list_and_walk_survive_deep_nesting(self, tmp_path):
-        deep = _nest(tmp_path, 1500)
-        fd = os.open(tmp_path, os.O_RDONLY)
+    def test_list_and_walk_survive_deep_nesting(self, deep_tmp):
+        deep = _nest(deep_tmp, 1500)
+        fd = os.open(deep_tmp, os.O_RDONLY)
         try:
             walk = Walk(fd)
             rels = [e.rel for e in walk]
@@ -273,9 +307,8 @@ class TestExport:
         assert files["a.txt"] == b"x" * 600 and files["b.txt"].startswith(b"[cowork: content omitted")
         assert [o["path"] for o in res["omitted_files"]] == ["b.txt", "sparse.bin"]
 
-    def test_deep_trees_export_and_limits_make_it_incomplete_not_silent(self, tmp_path):
-        ws = tmp_path / "ws"
-        ws.mkdir()
+    def test_deep_trees_export_and_limits_make_it_incomplete_not_silent(self, tmp_path, deep_tmp):
+        ws = deep_tmp
         deep = _nest(ws, 1100)
         fd = os.open(ws / deep, os.O_RDONLY)
         os.close(os.open("loot.txt", os.O_WRONLY | os.O_CREAT, dir_fd=fd))

@@ -19,7 +19,8 @@ import logging
 import os
 import queue
 import threading
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

@@ -10,7 +10,8 @@ import asyncio
 import json
 import logging
 import os
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .export import ExportLimits, export_workspace  # noqa: F401  (the control op's implementation)
 

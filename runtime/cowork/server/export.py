@@ -56,7 +56,7 @@ class ExportLimits:
     """Time budget (the host waits 60 s for the answer)."""
 
     @classmethod
-    def for_disk(cls, disk_mb: int) -> "ExportLimits":
+    def for_disk(cls, disk_mb: int) -> ExportLimits:
         """Limits for a workspace of ``disk_mb`` MiB: no file and no total beyond that size."""
         return cls(max_file_bytes=disk_mb << 20, max_total_bytes=disk_mb << 20)
 

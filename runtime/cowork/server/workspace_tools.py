@@ -192,16 +192,16 @@ class WorkspaceTools:
                     _kill_group(proc.pid)
                 try:
                     await asyncio.wait_for(asyncio.shield(reader), max(ends - time.monotonic(), 0.1))
-                except asyncio.TimeoutError:  # a leftover of a concurrent call holds the pipe
+                except TimeoutError:  # a leftover of a concurrent call holds the pipe
                     reader.cancel()
             await proc.wait()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             if reaping:
                 self._reap()
             _kill_group(proc.pid)
             try:
                 await asyncio.wait_for(reader, 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 reader.cancel()
             await proc.wait()
             text = b"".join(chunks).decode("utf-8", "replace")
@@ -375,7 +375,7 @@ class WorkspaceTools:
             # The inner deadline ends the work in the thread; the outer one ends the wait even
             # if the thread is stuck in a system call (the pool then gives the next call a new thread).
             return await asyncio.wait_for(self.fs.run(fn, *args, deadline), self.cfg.tool_timeout_s + 1)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ToolError(f"tool timed out after {self.cfg.tool_timeout_s:g}s") from None
 
     # ------------------------------------------------------------------ registration
