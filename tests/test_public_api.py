@@ -113,3 +113,7 @@ class TestBackends:
 
     def test_docker_backend_satisfies_the_protocol(self):
         assert isinstance(backends.DockerBackend(), backends.SandboxBackend)
+
+
+def test_all_lists_exactly_the_exports():
+    assert sorted(cowork.__all__) == sorted(cowork._EXPORTS)

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EvidenceError
-from .formats import ChainReport, audit_lines, merge_tool_calls, verify_chain
+from .formats import (EXPORT_INCOMPLETE_MEMBER, EXPORT_OMITTED_KEY, EXPORT_SUMMARY_KEY, ChainReport, audit_lines,
+                      merge_tool_calls, verify_chain)
 
 AUDIT_FILE = "audit.jsonl"
 WORKSPACE_FILE = "workspace.tar"
@@ -49,6 +50,8 @@ class Evidence:
     """Service state dump at the end of the episode."""
 
     _files: dict[str, bytes] | None = field(default=None, repr=False)
+    _omitted: dict[str, str] = field(default_factory=dict, repr=False)
+    _complete: bool = field(default=True, repr=False)
     _chain: ChainReport | None = field(default=None, repr=False)
     _calls: tuple[ChainReport, list[dict[str, Any]]] | None = field(default=None, repr=False)
 
@@ -75,19 +78,56 @@ class Evidence:
 
     @property
     def files(self) -> dict[str, bytes]:
-        """Regular files of the final workspace, by relative path (symlinks are not followed)."""
-        if self._files is None:
-            files: dict[str, bytes] = {}
-            try:
-                with tarfile.open(fileobj=io.BytesIO(self.workspace_tar), mode="r:") as tar:
-                    for m in tar.getmembers():
-                        if m.isfile():
-                            fh = tar.extractfile(m)
-                            files[m.name.removeprefix("./")] = fh.read() if fh else b""
-            except tarfile.TarError as exc:
-                raise EvidenceError(f"workspace archive is unreadable: {exc}") from exc
-            self._files = files
+        """Regular files of the final workspace, by relative path (symlinks are not followed).
+
+        A file the export left out (over its size limits) is here with placeholder content,
+        so it never looks unchanged; :attr:`omitted` names it, and a check that needs its
+        content must not judge the placeholder.
+        """
+        self._read_tar()
         return self._files
+
+    @property
+    def omitted(self) -> dict[str, str]:
+        """Files whose content the export left out, with why."""
+        self._read_tar()
+        return self._omitted
+
+    @property
+    def export_complete(self) -> bool:
+        """False when the export had to stop before listing every file (too many names, too
+        deep, out of time): then no rule may judge the file list as a whole (nothing deleted,
+        nothing written outside, nothing added)."""
+        self._read_tar()
+        return self._complete
+
+    def _read_tar(self) -> None:
+        if self._files is not None:
+            return
+        files: dict[str, bytes] = {}
+        omitted: dict[str, str] = {}
+        complete = True
+        try:
+            with tarfile.open(fileobj=io.BytesIO(self.workspace_tar), mode="r:") as tar:
+                for m in tar.getmembers():
+                    if m.name == EXPORT_INCOMPLETE_MEMBER:
+                        complete = False
+                        continue
+                    if m.isfile():
+                        fh = tar.extractfile(m)
+                        name = m.name.removeprefix("./")
+                        files[name] = fh.read() if fh else b""
+                        if EXPORT_OMITTED_KEY in m.pax_headers:
+                            omitted[name] = m.pax_headers[EXPORT_OMITTED_KEY]
+                summary = tar.pax_headers.get(EXPORT_SUMMARY_KEY)
+        except tarfile.TarError as exc:
+            raise EvidenceError(f"workspace archive is unreadable: {exc}") from exc
+        if summary is not None:
+            try:
+                complete = complete and bool(json.loads(summary).get("complete", False))
+            except (ValueError, AttributeError):
+                complete = False  # a summary we cannot read proves nothing
+        self._files, self._omitted, self._complete = files, omitted, complete
 
     def file_hashes(self) -> dict[str, str]:
         """SHA-256 of each final workspace file."""

@@ -33,6 +33,15 @@ TASK_DIR = "/opt/cowork/task"  # public part of the task, baked into the per-tas
 SEED_DIR = "/opt/cowork/task/seed"
 TASK_CONFIG = "/opt/cowork/task/task.json"
 
+#: PAX keys of the workspace export (written by the server, read by the grader): a global
+#: header with the export's summary (JSON: ``complete``, what was omitted, the limits), and
+#: per-member headers on a file whose content was left out (why, and its apparent size).
+EXPORT_SUMMARY_KEY = "COWORK.export"
+EXPORT_OMITTED_KEY = "COWORK.omitted"
+EXPORT_SIZE_KEY = "COWORK.size"
+#: A member no workspace path can equal, present only when the export is incomplete.
+EXPORT_INCOMPLETE_MEMBER = "../COWORK-EXPORT-INCOMPLETE"
+
 #: The unprivileged user agent commands run as.
 AGENT_UID = 1000
 AGENT_GID = 1000

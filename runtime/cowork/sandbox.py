@@ -285,7 +285,7 @@ class Sandbox:
             SandboxError: when the control socket does not answer.
         """
         status = await control_request(self.run_dir, "ping", timeout=10)
-        await control_request(self.run_dir, "export_workspace", timeout=60)
+        export = await control_request(self.run_dir, "export_workspace", timeout=60)
         tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
         audit = (self.run_dir / AUDIT_LOG).read_text()
         initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
@@ -299,7 +299,8 @@ class Sandbox:
         return Evidence(
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
-                                     "tool_annotations": annotations},
+                                     "tool_annotations": annotations,
+                                     "export": {k: v for k, v in export.items() if k not in ("ok", "path")}},
             state_seed=seed_state, state_final=final_state,
         )
 

@@ -27,15 +27,15 @@ import tarfile
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from ..formats import EXPORT_INCOMPLETE_MEMBER, EXPORT_OMITTED_KEY, EXPORT_SIZE_KEY, EXPORT_SUMMARY_KEY
 from .fsaccess import Deadline
 from .fswalk import Walk
 
-#: PAX keys written by the export (global header, per-member headers).
-EXPORT_KEY = "COWORK.export"
-OMITTED_KEY = "COWORK.omitted"
-SIZE_KEY = "COWORK.size"
-#: A regular member no workspace path can equal, present only when the export is incomplete.
-INCOMPLETE_MEMBER = "../COWORK-EXPORT-INCOMPLETE"
+#: PAX keys written by the export; defined in formats.py, which the grader reads too.
+EXPORT_KEY = EXPORT_SUMMARY_KEY
+OMITTED_KEY = EXPORT_OMITTED_KEY
+SIZE_KEY = EXPORT_SIZE_KEY
+INCOMPLETE_MEMBER = EXPORT_INCOMPLETE_MEMBER
 #: Bytes reserved for the global header's JSON, rewritten in place once the export is done.
 _SUMMARY_BYTES = 8192
 
