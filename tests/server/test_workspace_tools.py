@@ -315,8 +315,10 @@ class TestExport:
         os.close(fd)
         summary, _, files = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"))["path"]))
         assert summary["complete"] and f"{deep}/loot.txt" in files
-        summary, _, files = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"), ExportLimits(max_entries=10))["path"]))
+        cut = Path(export_workspace(str(ws), str(tmp_path / "w.tar"), ExportLimits(max_entries=10))["path"])
+        summary, members, files = _tar(cut)
         assert not summary["complete"] and "more than 10 entries" in summary["left_out"][0]
-        assert INCOMPLETE_MEMBER in files                             # a write outside every allowed path
+        assert INCOMPLETE_MEMBER in members and INCOMPLETE_MEMBER not in files  # a marker, not a workspace file
+        assert not Evidence("", None, cut.read_bytes(), {}).export_complete    # what the grader goes by
         summary, _, _ = _tar(Path(export_workspace(str(ws), str(tmp_path / "w.tar"), ExportLimits(max_path=100))["path"]))
         assert not summary["complete"] and "longer than 100 bytes" in summary["left_out"][0]

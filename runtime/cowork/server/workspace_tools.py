@@ -256,7 +256,11 @@ class WorkspaceTools:
         except OSError as exc:
             raise ToolError(f"Cannot write {path!r}: {exc.strerror}") from None
         data = content.encode("utf-8")
-        fd, _ = self._open(path, os.O_WRONLY | os.O_CREAT)
+        self._overwrite(path, os.O_WRONLY | os.O_CREAT, data)
+        return {"path": self._rel(os.path.realpath(full)), "bytes": len(data)}
+
+    def _overwrite(self, path: str, flags: int, data: bytes) -> None:
+        fd, _ = self._open(path, flags)
         try:
             # Truncated only now that the opened file is known to be a regular, allowed one.
             os.ftruncate(fd, 0)
@@ -265,7 +269,6 @@ class WorkspaceTools:
             raise ToolError(f"Cannot write {path!r}: {exc.strerror}") from None
         finally:
             os.close(fd)
-        return {"path": self._rel(os.path.realpath(full)), "bytes": len(data)}
 
     def _edit(self, path: str, old: str, new: str, replace_all: bool, deadline: Deadline) -> dict:
         if not old:
@@ -289,14 +292,7 @@ class WorkspaceTools:
         if count > 1 and not replace_all:
             raise ToolError(f"old_string occurs {count} times in {path!r}; give more context or set replace_all")
         data = (text.replace(old, new) if replace_all else text.replace(old, new, 1)).encode("utf-8")
-        fd, _ = self._open(path, os.O_WRONLY)
-        try:
-            os.ftruncate(fd, 0)
-            _write_all(fd, data)
-        except OSError as exc:
-            raise ToolError(f"Cannot write {path!r}: {exc.strerror}") from None
-        finally:
-            os.close(fd)
+        self._overwrite(path, os.O_WRONLY, data)
         return {"path": self._rel(real), "replacements": count if replace_all else 1}
 
     def _list(self, pattern: str, path: str, deadline: Deadline) -> dict:
