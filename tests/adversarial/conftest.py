@@ -44,14 +44,16 @@ def make_spec(tmp_path):
 
     counter = iter(range(1000))
 
-    def make(yaml_text: str, files: dict[str, str] | None = None):
+    def make(yaml_text: str, files: dict[str, str] | None = None, beside: dict[str, str] | None = None):
+        """``files``: seed workspace files; ``beside``: files next to task.yaml (verifier folders)."""
         d = tmp_path / f"spec{next(counter)}"
         d.mkdir()
         (d / "task.yaml").write_text(textwrap.dedent(yaml_text))
-        for rel, content in (files or {}).items():
-            p = d / "workspace" / rel
-            p.parent.mkdir(parents=True, exist_ok=True)
-            p.write_text(content)
+        for base, entries in ((d / "workspace", files), (d, beside)):
+            for rel, content in (entries or {}).items():
+                p = base / rel
+                p.parent.mkdir(parents=True, exist_ok=True)
+                p.write_text(content)
         return load_spec(d)
 
     return make

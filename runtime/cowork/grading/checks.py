@@ -143,7 +143,8 @@ def _touches(rec: dict[str, Any], paths: set[str]) -> bool:
 
 
 def _tool_called(c: M.ToolCalled, ev: Evidence) -> Verdict:
-    hits = _calls(ev, c.tool, c.args)
+    # Only calls that succeeded: a call the tool refused (bad arguments) did not do the thing.
+    hits = [h for h in _calls(ev, c.tool, c.args) if h.get("outcome") == "ok"]
     ok = len(hits) >= c.min_count
     return ok, f"{c.tool} called {len(hits)} time(s) with matching arguments (need {c.min_count})", [_quote(h) for h in hits[:5]]
 
@@ -258,7 +259,9 @@ def _line_count(c: M.LineCount, ev: Evidence) -> Verdict:
 
 def _tool_call_count(c: M.ToolCallCount, ev: Evidence) -> Verdict:
     hits, undecided = _calls_and_undecided(ev, c.tool, c.args)
-    ok = len(hits) >= c.min and (c.max is None or len(hits) <= c.max)
+    # The minimum counts calls that succeeded; the maximum every call that may have acted.
+    done = [h for h in hits if h.get("outcome") == "ok"]
+    ok = len(done) >= c.min and (c.max is None or len(hits) <= c.max)
     if ok and c.max is not None and len(hits) + len(undecided) > c.max:
         raise GradingError(f"{len(undecided)} call(s) of {c.tool} had arguments cut in the audit; "
                            f"whether they exceed {c.max} cannot be judged")
@@ -320,8 +323,17 @@ def _verifier(c: M.Verifier, ev: Evidence, cid: str) -> Verdict:
     res = (ev.meta.get("verifiers") or {}).get(cid)
     if res is None:
         return None, "hidden verifier was not run", []
+    if isinstance(res, dict) and res.get("error"):
+        raise GradingError(str(res["error"]))
     if not isinstance(res, dict) or not isinstance(res.get("exit_code"), int):
         raise GradingError(f"verifier result for {cid!r} has no exit code: {reprlib.repr(res)}")
+    # The verifier judged what it was given; if that was not the whole workspace (content
+    # left out of the export, a file list cut short, members the host could not unpack),
+    # its verdict says nothing either way.
+    gaps = [*(f"{p} (content left out)" for p in sorted(ev.omitted)), *(res.get("skipped") or [])]
+    if gaps or not ev.export_complete:
+        raise GradingError("the verifier saw an incomplete workspace: "
+                           + (", ".join(gaps[:3]) if gaps else "the export's file list was cut short"))
     tail = (res.get("output") or "").strip().splitlines()[-3:]
     ok = res["exit_code"] == 0
     return ok, f"verifier exited {res['exit_code']}" + (f": {' | '.join(tail)}" if tail else ""), []
