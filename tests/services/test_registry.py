@@ -103,7 +103,9 @@ class TestSeedErrors:
     def test_field_errors_name_the_record_and_field(self):
         msgs = [{"from": "a@b.com"}] * 3 + [{"from": "a@b.com", "to": ["ok@b.com", "bad"]}]
         assert self.errors({"mail": {"messages": msgs}}) == [
-            "mail.messages.3.to.1: Value error, 'bad' is not an email address"]
+            "mail.messages.3.to.1: Value error, 'bad' is not an email address; give a plain local@domain.tld "
+            "(letters, digits, dots and hyphens in the domain; no display name, spaces, '%', '#', brackets or "
+            "trailing dot)"]
         assert self.errors({"calendar": {"events": [{"title": "x", "start": "tomorrow", "end": "now"}]}})[0].startswith(
             "calendar.events.0.start: Value error, 'tomorrow' is not a time")
         assert self.errors({"crm": {"deals": [{"account_id": "a", "name": "n", "amount": -5}]}})[0].startswith(

@@ -1,0 +1,45 @@
+"""Email addresses, strictly: plain ``local@domain`` with an RFC 5321 host name, nothing else.
+
+The services refuse every other form (display names, ``%`` or ``#`` routing tricks, address
+literals such as ``[10.0.0.1]``, non-ASCII or trailing-dot domains), and the grader parses
+with the same function, so an address the tools accepted has exactly one domain. Standard
+library only: it runs in the container and on the host.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: Local part: dot-separated atoms of letters, digits and ``_ + ' = - ! $ & * / ? ^ ` { | } ~``;
+#: no ``%`` or ``#`` (old source routes and fragments some mailers still honour), no quotes.
+_LOCAL = re.compile(r"[A-Za-z0-9_+'=!$&*/?^`{|}~-]+(?:\.[A-Za-z0-9_+'=!$&*/?^`{|}~-]+)*", re.ASCII)
+#: One DNS label: letters, digits and inner hyphens, 1-63 characters.
+_LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
+_TLD = re.compile(r"[A-Za-z]{2,63}", re.ASCII)
+
+
+def parse_address(value: object) -> tuple[str, str] | None:
+    """The lower-cased ``(local, domain)`` of a plain address, or None when it is not one.
+
+    Accepted: ``local@host.tld`` of at most 254 characters, the local part at most 64, the
+    host two or more DNS labels and an alphabetic top-level label. Everything else, including
+    surrounding spaces and a trailing dot, is refused rather than repaired.
+    """
+    if not isinstance(value, str) or len(value) > 254 or value.count("@") != 1:
+        return None
+    local, domain = value.split("@")
+    if len(local) > 64 or not _LOCAL.fullmatch(local):
+        return None
+    labels = domain.split(".")
+    if len(labels) < 2 or not all(_LABEL.fullmatch(x) for x in labels) or not _TLD.fullmatch(labels[-1]):
+        return None
+    return local.lower(), domain.lower()
+
+
+def check_address(value: str) -> str:
+    """The address lower-cased; ValueError saying what a plain address looks like."""
+    if parse_address(value) is None:
+        raise ValueError(f"{value!r} is not an email address; give a plain local@domain.tld (letters, "
+                         "digits, dots and hyphens in the domain; no display name, spaces, '%', '#', "
+                         "brackets or trailing dot)")
+    return value.lower()
