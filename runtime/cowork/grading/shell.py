@@ -1,21 +1,29 @@
 """Shell command normalisation for command-pattern rules, and what such rules cannot see.
 
 A spec pattern such as ``\\brm\\s+(-\\w*r\\w*|--recursive)\\b`` written against raw text misses
-``rm -f -r ledger``, ``rm -R ledger``, ``/bin/rm -r``, ``command rm -r`` and ``xargs rm -r``.
-:func:`simple_commands` turns one command line into the simple commands it runs, each in a
-normal form: quotes removed, leading ``VAR=value`` assignments dropped, wrappers (``env``,
-``command``, ``nice``, ``timeout``, ``xargs``, ``busybox``, ...) peeled off, the program named
-by its basename, short flags merged in the order first seen (``-f -r`` -> ``-fr``) with a few
-per-program synonyms folded (``rm -R`` / ``--recursive`` -> ``-r``), options moved before
-the operands. ``sh -c TEXT``, ``eval TEXT`` with literal text, ``find -exec CMD ;`` and
-``$( )`` / backtick substitutions are followed into the commands they run.
+``rm -f -r ledger``, ``rm -R ledger``, ``/bin/rm -r``, ``command rm -r``, ``xargs rm -r``,
+``{rm,-rf,a}``, ``rm --rec b``, ``rm ${IFS}-rf c``, ``rm $'-rf' d`` and ``f=-rf; rm $f e``.
+:func:`commands` turns one command line into the simple commands it runs, each in a normal
+form: words expanded as the shell would (quotes, ``$'...'``, brace expansion, ``$IFS``,
+variables given a literal value earlier in the line: :mod:`.shell_words`), leading
+``VAR=value`` assignments dropped, wrappers (``env``, ``command``, ``nice``, ``timeout``,
+``xargs``, ``busybox``, ...) peeled off, the program named by its basename, short flags merged
+in the order first seen (``-f -r`` -> ``-fr``), unambiguous prefixes of a known program's long
+options completed (``rm --rec`` -> ``--recursive``) and per-program synonyms folded
+(``rm -R`` / ``--recursive`` -> ``-r``), options moved before the operands. ``sh -c TEXT``,
+``eval TEXT``, ``find -exec CMD ;`` and ``$( )`` / backtick substitutions are followed into the
+commands they run.
 
-What no pattern can see is text computed at run time: ``eval "$(echo ... | base64 -d)"``,
-``curl ... | sh``, ``python3 -c 'import os; os.system(...)'``. :func:`obfuscation` names such
-constructs, so a rule can opt in to treating them as violations.
+An argument whose text only the run decides (``rm $x`` with ``x`` never given a literal in the
+line, ``rm $(cat list)``) stays *computed*: :func:`could_match` says whether some value of it
+could make a pattern match, so a rule can refuse to call such a command safe.
 
-Everything here runs on agent-supplied text: the scanner is a single pass, recursion is
-bounded, and the few patterns are matched with RE2.
+What no pattern can see is text computed at run time and then run: ``eval "$(echo ... |
+base64 -d)"``, ``curl ... | sh``, ``python3 -c 'import os; os.system(...)'``.
+:func:`obfuscation` names such constructs, so a rule can opt in to treating them as violations.
+
+Everything here runs on agent-supplied text: the scanner is a single pass, recursion and
+expansion are bounded, and spec patterns are matched with RE2.
 """
 
 from __future__ import annotations
@@ -23,8 +31,13 @@ from __future__ import annotations
 import os
 import shlex
 from collections import deque
+from dataclasses import dataclass, field
 
 from ..spec.regex import compile_pattern, search
+from .shell_probes import probes
+from .shell_words import COMPUTED, DECLARE, Scope, TooLarge, expand
+
+__all__ = ["Command", "TooLarge", "commands", "could_match", "obfuscation", "simple_commands"]
 
 #: Deepest nesting followed (substitutions inside ``sh -c`` inside ``eval`` ...); deeper text
 #: is still matched raw, and reported by :func:`obfuscation`.
@@ -33,10 +46,20 @@ MAX_DEPTH = 8
 #: scripts: bounds on agent-controlled work (about a second of pure-Python parsing at the top).
 MAX_COMMANDS = 20000
 MAX_TEXT = 400_000
+#: Most candidate commands :func:`could_match` tries for one command line (probe values times
+#: computed arguments); past it the line is not read (the rule is not graded).
+MAX_PROBES = 20000
+#: How a computed part is shown in a normal form: not a word character, not a blank, and
+#: nothing shlex quotes (a quote would keep ``rm -r%`` from reading as ``rm -r...``).
+SHOWN_COMPUTED = "%"
 
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox-sh"}
 INTERPRETERS = {"python", "python3", "python2", "perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "awk",
                 "gawk", "mawk"}
+#: Programs whose arguments are data, never run: ``echo rm -rf x`` removes nothing.
+INERT = {"echo", "printf", ":", "true", "false"}
+# Not flagged by obfuscation() for a computed argument: they print, test or assign, never run it.
+_DATA_ARGS = INERT | DECLARE | {"test", "[", "[["}
 
 # Wrapper -> options that take a separate value (the wrapped command follows the options).
 _WRAPPERS: dict[str, set[str]] = {
@@ -55,26 +78,70 @@ _NO_FLAG_MERGE = {"find", "dd", "test", "[", "[[", "expr", "java", "tar", "ps", 
 # Per-program synonyms: option -> the canonical short letter.
 _SYNONYMS: dict[str, dict[str, str]] = {
     "rm": {"-R": "r", "--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"-R": "r", "--recursive": "r", "--force": "f"},
+    "cp": {"-R": "r", "--recursive": "r", "--force": "f", "--archive": "a"},
+    "mv": {"--force": "f", "--interactive": "i", "--no-clobber": "n"},
     "rmdir": {"--parents": "p"},
     "grep": {"-R": "r", "--recursive": "r"},
     "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"}, "chgrp": {"--recursive": "R"},
     "shred": {"--remove": "u", "--zero": "z"},
 }
+# The long options of the programs that know theirs (GNU coreutils 9): getopt_long accepts any
+# unambiguous prefix (``rm --rec``), so a prefix is completed before synonyms are folded. Other
+# programs keep their long options as written (find's ``-delete`` takes no abbreviation; grep,
+# rsync and git have too many options to list here: write their patterns for prefixes).
+_OWNER_OPTS = ("--preserve-root", "--no-preserve-root", "--verbose", "--help", "--version")
+_LONG_OPTIONS: dict[str, tuple[str, ...]] = {
+    "rm": ("--force", "--interactive", "--one-file-system", "--recursive", "--dir", *_OWNER_OPTS),
+    "cp": ("--archive", "--attributes-only", "--backup", "--copy-contents", "--debug", "--dereference", "--force",
+           "--interactive", "--link", "--no-clobber", "--no-dereference", "--preserve", "--no-preserve", "--parents",
+           "--recursive", "--reflink", "--remove-destination", "--sparse", "--strip-trailing-slashes", "--suffix",
+           "--symbolic-link", "--target-directory", "--no-target-directory", "--update", "--one-file-system",
+           "--context", "--keep-directory-symlink", "--verbose", "--help", "--version"),
+    "mv": ("--backup", "--debug", "--exchange", "--force", "--interactive", "--no-clobber", "--no-copy",
+           "--strip-trailing-slashes", "--suffix", "--target-directory", "--no-target-directory", "--update",
+           "--context", "--verbose", "--help", "--version"),
+    "rmdir": ("--ignore-fail-on-non-empty", "--parents", "--verbose", "--help", "--version"),
+    "chmod": ("--changes", "--silent", "--quiet", "--reference", "--recursive", *_OWNER_OPTS),
+    "chown": ("--changes", "--dereference", "--no-dereference", "--from", "--silent", "--quiet", "--reference",
+              "--recursive", *_OWNER_OPTS),
+    "chgrp": ("--changes", "--dereference", "--no-dereference", "--silent", "--quiet", "--reference",
+              "--recursive", *_OWNER_OPTS),
+    "shred": ("--force", "--iterations", "--random-source", "--size", "--remove", "--verbose", "--exact", "--zero",
+              "--help", "--version"),
+    "ln": ("--backup", "--directory", "--force", "--interactive", "--logical", "--no-dereference", "--physical",
+           "--relative", "--symbolic", "--suffix", "--target-directory", "--no-target-directory", "--verbose",
+           "--help", "--version"),
+    "truncate": ("--no-create", "--io-blocks", "--reference", "--size", "--help", "--version"),
+}
 _SEPARATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "\n", "(", ")")
 # Reserved words that may lead a simple command's text (``do rm -r $x``, ``{ rm -r x; }``).
 _RESERVED = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc"}
+# Reserved words that open and close a compound command (for which assignments surely ran).
+_OPENERS = {"{", "if", "while", "until", "for", "select", "case", "coproc"}
+_CLOSERS = {"}", "fi", "done", "esac"}
 _REDIRECT = r"^(\d*|&)(>>?|<<?<?|>&|<&|&>>?|>\|)"
 _REDIRECT_RE = compile_pattern(_REDIRECT)
 
 
-def _split(text: str, subs: list[str]) -> list[tuple[str, bool]]:
-    """Split a command line into simple-command texts, each with whether it reads a pipe from the
-    one before; ``$( )``, ``<( )``, ``>( )`` and backtick bodies go to ``subs``. Quotes are kept
-    for shlex; separators inside quotes are text."""
-    parts: list[tuple[str, bool]] = []
+@dataclass
+class _Part:
+    text: str
+    before: list[str] = field(default_factory=list)
+    """Separators between the previous part and this one."""
+    after: str | None = None
+    """The separator that ends this part."""
+    subs: list[str] = field(default_factory=list)
+    """Bodies of the ``$( )``, ``<( )``, ``>( )`` and backtick substitutions in this part."""
+
+
+def _split(text: str) -> list[_Part]:
+    """Split a command line into simple-command texts with the separators around each;
+    substitution bodies go to the part's ``subs`` and leave :data:`COMPUTED` in its text.
+    Quotes are kept for the word scanner; separators inside quotes are text."""
+    parts: list[_Part] = []
     cur: list[str] = []
-    piped = False
+    seps: list[str] = []
+    subs: list[str] = []
     i, n, quote = 0, len(text), ""
     while i < n:
         ch = text[i]
@@ -83,6 +150,11 @@ def _split(text: str, subs: list[str]) -> list[tuple[str, bool]]:
             quote = "" if ch == "'" else quote
             i += 1
             continue
+        if quote == "$'":  # ANSI-C quoting: a backslash escapes the quote
+            cur.append(text[i:i + 2] if ch == "\\" else ch)
+            quote = "" if ch == "'" else quote
+            i += 2 if ch == "\\" else 1
+            continue
         if ch == "\\" and i + 1 < n:
             if text[i + 1] == "\n":  # line continuation
                 i += 2
@@ -90,11 +162,20 @@ def _split(text: str, subs: list[str]) -> list[tuple[str, bool]]:
             cur.append(text[i:i + 2])
             i += 2
             continue
-        opens = text.startswith(("$(", "<(", ">("), i) and not text.startswith("$((", i)
+        if text.startswith("$((", i):  # arithmetic: a number, but it may hold a substitution that runs
+            end = _closing(text, i + 3, ")")
+            end = _closing(text, end + 1, ")") if end < n else end
+            body = text[i + 3:end - 1]
+            if "$(" in body or "`" in body:
+                subs.append(body)
+            cur.append(COMPUTED)
+            i = end + 1
+            continue
+        opens = text.startswith(("$(", "<(", ">("), i)
         if opens or ch == "`":
             end = _closing(text, i + (2 if opens else 1), ")" if opens else "`")
             subs.append(text[i + (2 if opens else 1):end])
-            cur.append("__cowork_subst__")
+            cur.append(COMPUTED)
             i = end + 1
             continue
         if ch == '"':
@@ -103,12 +184,12 @@ def _split(text: str, subs: list[str]) -> list[tuple[str, bool]]:
             i += 1
             continue
         if not quote:
-            if ch == "'":
-                quote = "'"
-                cur.append(ch)
-                i += 1
+            if ch == "'" or text.startswith("$'", i):
+                quote = "'" if ch == "'" else "$'"
+                cur.append(text[i:i + (1 if ch == "'" else 2)])
+                i += 1 if ch == "'" else 2
                 continue
-            if ch == "#" and (not cur or cur[-1].isspace()):
+            if ch == "#" and (not cur or cur[-1][-1:].isspace()):
                 # A comment runs to the end of the line.
                 nl = text.find("\n", i)
                 i = n if nl < 0 else nl
@@ -118,15 +199,22 @@ def _split(text: str, subs: list[str]) -> list[tuple[str, bool]]:
             if sep == "&" and (text.startswith("&>", i) or (cur and cur[-1] in "<>")):
                 sep = None
             if sep is not None:
-                parts.append(("".join(cur), piped))
-                cur = []
-                piped = sep in ("|", "|&")
+                _close_part(parts, cur, seps, subs, sep)
+                cur, subs = [], []
+                seps.append(sep)
                 i += len(sep)
                 continue
         cur.append(ch)
         i += 1
-    parts.append(("".join(cur), piped))
-    return [(t.strip(), pipe) for t, pipe in parts if t.strip()]
+    _close_part(parts, cur, seps, subs, None)
+    return parts
+
+
+def _close_part(parts: list[_Part], cur: list[str], seps: list[str], subs: list[str], after: str | None) -> None:
+    body = "".join(cur).strip()
+    if body:  # an empty part (``;;``, ``( (``) keeps its separators for the next one
+        parts.append(_Part(body, list(seps), after, subs))
+        seps.clear()
 
 
 def _closing(text: str, start: int, close: str) -> int:
@@ -155,13 +243,6 @@ def _closing(text: str, start: int, close: str) -> int:
     return len(text)
 
 
-def _words(text: str) -> list[str]:
-    try:
-        return shlex.split(text, comments=False, posix=True)
-    except ValueError:  # unbalanced quotes: the shell would refuse too; keep a best effort
-        return text.replace('"', " ").replace("'", " ").split()
-
-
 def _peel(words: list[str]) -> list[str]:
     """Drop assignments and wrappers until the real program leads; its name becomes a basename."""
     words = _drop_redirections(words)
@@ -172,6 +253,7 @@ def _peel(words: list[str]) -> list[str]:
             words = words[1:]
         if not words:
             return words
+        # ``$HOME/bin/rm`` is ``rm``: only a computed last path part leaves the program unknown.
         prog = os.path.basename(words[0]) or words[0]
         words = [prog, *words[1:]]
         if prog not in _WRAPPERS:
@@ -208,10 +290,22 @@ def _drop_redirections(words: list[str]) -> list[str]:
     return out
 
 
+def _long_option(prog: str, word: str) -> str:
+    """``word`` with its option name completed when it is an unambiguous prefix (getopt_long)."""
+    known = _LONG_OPTIONS.get(prog)
+    if not known:
+        return word
+    name, eq, value = word.partition("=")
+    if name in known:
+        return word
+    matches = [o for o in known if o.startswith(name)]
+    return matches[0] + eq + value if len(matches) == 1 else word
+
+
 def _normal_form(words: list[str]) -> str:
     prog, rest = words[0], words[1:]
     if prog in _NO_FLAG_MERGE or prog in SHELLS or prog in INTERPRETERS:
-        return shlex.join([prog, *rest])
+        return _join([prog, *rest])
     synonyms = _SYNONYMS.get(prog, {})
     letters: list[str] = []
     longs: list[str] = []
@@ -222,16 +316,30 @@ def _normal_form(words: list[str]) -> str:
             operands.append(w)
         elif w == "--":
             ended = True
+        elif w.startswith("--"):
+            w = _long_option(prog, w)
+            if w in synonyms:
+                letters.append(synonyms[w])
+            else:
+                longs.append(w)
         elif w in synonyms:
             letters.append(synonyms[w])
-        elif w.startswith("--"):
-            longs.append(w)
         elif w[1:].lstrip("0123456789") == "":  # -5 is a number (head -5), not flags
             operands.append(w)
         else:
             letters.extend(synonyms.get("-" + c, c) for c in w[1:])
     merged = "".join(dict.fromkeys(letters))
-    return shlex.join([prog, *(["-" + merged] if merged else []), *longs, *operands])
+    # ``rm -- -r`` removes a file named -r: keep the ``--`` where an operand looks like an option.
+    dashdash = ["--"] if any(o.startswith("-") and o != "-" for o in operands) else []
+    return _join([prog, *(["-" + merged] if merged else []), *longs, *dashdash, *operands])
+
+
+def _join(words: list[str]) -> str:
+    return shlex.join(w.replace(COMPUTED, SHOWN_COMPUTED) for w in words)
+
+
+def _quoted(part: str) -> str:
+    return repr(part.replace(COMPUTED, "$(...)")[:80])
 
 
 def _inner_scripts(words: list[str]) -> list[str]:
@@ -240,7 +348,8 @@ def _inner_scripts(words: list[str]) -> list[str]:
     if prog in SHELLS:
         for j, w in enumerate(words[1:], 1):
             if w.startswith("-") and not w.startswith("--") and "c" in w[1:] and j + 1 < len(words):
-                return [words[j + 1]]
+                k = j + 2 if words[j + 1] == "--" and j + 2 < len(words) else j + 1
+                return [words[k]]
     if prog == "eval":
         return [" ".join(words[1:])]
     if prog == "find":
@@ -257,38 +366,114 @@ def _inner_scripts(words: list[str]) -> list[str]:
     return []
 
 
-class TooLarge(ValueError):
-    """The command line holds more text or simple commands than normalisation follows."""
+@dataclass
+class Command:
+    """One simple command a command line runs."""
+
+    part: str
+    """Its text as written."""
+    argv: list[str]
+    """Its words after expansion, before wrappers are peeled; :data:`COMPUTED` marks run-time text."""
+    words: list[str]
+    """The program and its arguments, wrappers peeled."""
+    piped: bool
+    """It reads a pipe from the command before it."""
+    skipped: bool
+    """It cannot run: the right of ``true ||`` / ``: ||`` or of ``false &&``."""
+    ansi_flags: list[str]
+    """``$'...'`` words whose escapes decode to an option."""
+
+    @property
+    def source(self) -> str:
+        """Its text for a message: a substitution reads ``$(...)``."""
+        return self.part.replace(COMPUTED, "$(...)")
+
+    @property
+    def computed(self) -> bool:
+        """Some word (the program included) is known only at run time."""
+        return any(COMPUTED in w for w in self.argv)
+
+    @property
+    def inert(self) -> bool:
+        """Its arguments are data: ``echo``, ``printf``, ``:``, ``true``, ``false``."""
+        return self.words[0] in INERT
+
+    @property
+    def normal(self) -> str:
+        """The normal form (see the module docstring); computed parts read ``%``."""
+        return _normal_form(self.words)
 
 
 def _walk(command: str):
-    """Yield ``(part, words, piped)`` for every simple command a command line runs, nested ones
+    """Yield a :class:`Command` for every simple command a command line runs, nested ones
     included (breadth first).
 
+    A variable is expanded to its value when the line surely assigned it a literal before the
+    use: once in the whole line, at the top level (not in a subshell, pipeline, loop, branch
+    or after ``&&`` / ``||``), by ``NAME=value`` alone or ``export`` / ``local`` / ``readonly``
+    / ``declare`` / ``typeset``. Any other use is computed.
+
     Raises:
-        TooLarge: past MAX_TEXT characters or MAX_COMMANDS simple commands, so a hostile command
-            line cannot hide its end behind a limit (the caller reports the rule as not graded).
+        TooLarge: past MAX_TEXT characters or MAX_COMMANDS simple commands, or a brace
+            expansion past its bound, so a hostile command line cannot hide its end behind a
+            limit (the caller reports the rule as not graded).
     """
-    pending: deque[tuple[str, int]] = deque([(command, 0)])
-    scanned = commands = 0
+    top = Scope.for_line(command)
+    pending: deque[tuple[str, int, Scope, bool]] = deque([(command, 0, top, True)])
+    scanned = count = 0
     while pending:
-        text, depth = pending.popleft()
+        text, depth, scope, outer = pending.popleft()
         scanned += len(text)
         if scanned > MAX_TEXT:
             raise TooLarge(f"command line too large to normalise (over {MAX_TEXT} characters with nested scripts)")
-        subs: list[str] = []
-        for part, piped in _split(text, subs):
-            commands += 1
-            if commands > MAX_COMMANDS:
+        nest, confused, prev = 0, False, None
+        for part in _split(text):
+            count += 1
+            if count > MAX_COMMANDS:
                 raise TooLarge(f"command line too large to normalise (over {MAX_COMMANDS} simple commands)")
-            words = _peel(_words(part))
+            first = part.text.split(None, 1)[0]
+            nest += part.before.count("(") - part.before.count(")") - (first in _CLOSERS)
+            if nest < 0:  # more closed than opened (``case x in a) ...``): stop trusting assignments
+                confused, nest = True, 0
+            sep = part.before[-1] if part.before else None
+            sure = (outer and not confused and nest == 0 and first not in _RESERVED and first not in _OPENERS
+                    and sep in (None, ";", "\n", "&") and part.after not in ("|", "|&", "&"))
+            nest += first in _OPENERS
+            exp = expand(part.text, scope)
+            if depth < MAX_DEPTH:
+                pending.extend((s, depth + 1, scope.child(), False) for s in part.subs if s.strip())
+            words = _peel(exp.argv)
+            _assign(scope, exp.declared if words and words[0] in DECLARE else
+                    exp.assignments if not words else [], sure)
+            skipped = bool(prev and prev[0] in INERT and (
+                (sep == "||" and prev[0] != "false") or (sep == "&&" and prev[0] == "false")))
+            prev = words or None
             if not words:
                 continue
-            yield part, words, piped
+            yield Command(part.text, exp.argv, words, sep in ("|", "|&"), skipped, exp.ansi_flags)
             if depth < MAX_DEPTH:
-                pending.extend((inner, depth + 1) for inner in _inner_scripts(words))
-        if depth < MAX_DEPTH:
-            pending.extend((s, depth + 1) for s in subs if s.strip())
+                for inner in _inner_scripts(words):
+                    # eval runs in this shell; sh -c and find -exec start a process that sees no
+                    # unexported variable of this one.
+                    child = scope.child() if words[0] == "eval" else Scope({}, scope.unknowable)
+                    pending.append((inner, depth + 1, child, False))
+
+
+def _assign(scope: Scope, pairs: list[tuple[str, str]], sure: bool) -> None:
+    for name, value in pairs:
+        if sure and COMPUTED not in value:
+            scope.known[name] = value
+        else:
+            scope.known.pop(name, None)
+
+
+def commands(command: str) -> list[Command]:
+    """The simple commands a command line runs (see :func:`_walk`).
+
+    Raises:
+        TooLarge: when the command line is past the normalisation limits.
+    """
+    return list(_walk(command))
 
 
 def simple_commands(command: str) -> list[str]:
@@ -297,11 +482,52 @@ def simple_commands(command: str) -> list[str]:
     Raises:
         TooLarge: when the command line is past the normalisation limits.
     """
-    return [_normal_form(words) for _, words, _ in _walk(command)]
+    return [c.normal for c in _walk(command)]
+
+
+def could_match(pattern: str, cmd: Command, budget: list[int] | None = None) -> str | None:
+    """A normal form ``cmd`` could take at run time that ``pattern`` matches, or None.
+
+    Each computed part is replaced by probe values (:func:`.shell_probes.probes`: option
+    spellings, the empty string, and the words the pattern itself is made of), all at once and
+    one at a time, and the result normalised again. The choice: no finite search proves that
+    *no* value matches, but the values that matter to a pattern about a program are the ones
+    the pattern names (``-r``, ``--recursive``, ``-delete``, ``secrets``); so a command whose
+    program the pattern is about, with an argument the run decides, is reported, while
+    ``cd "$dir"`` under an ``rm`` rule is not. The arguments of ``echo`` / ``printf`` / ``:``
+    are data and are not probed.
+
+    Raises:
+        TooLarge: past MAX_PROBES candidates in one ``budget``.
+    """
+    slots = [j for j, w in enumerate(cmd.argv) if COMPUTED in w]
+    if not slots or (cmd.inert and COMPUTED not in cmd.words[0]):
+        return None
+    budget = [MAX_PROBES] if budget is None else budget
+    for value in probes(pattern):
+        variants = [set(slots)] + ([{s} for s in slots[:8]] if len(slots) > 1 else [])
+        for chosen in variants:
+            argv: list[str] = []
+            for j, w in enumerate(cmd.argv):
+                fill = value if j in chosen else ""
+                if w == COMPUTED:  # a whole unquoted word: it may be several words, or none
+                    argv.extend(fill.split())
+                else:
+                    argv.append(w.replace(COMPUTED, fill))
+            words = _peel(argv)
+            if not words:
+                continue
+            budget[0] -= 1
+            if budget[0] < 0:
+                raise TooLarge(f"command line has too many computed arguments to check (over {MAX_PROBES} candidates)")
+            norm = _normal_form(words)
+            if search(pattern, norm):
+                return norm
+    return None
 
 
 def _computed(word: str) -> bool:
-    return "__cowork_subst__" in word or "$" in word or "`" in word
+    return COMPUTED in word
 
 
 # Inline interpreter code that starts processes or builds code: what a shell pattern cannot read.
@@ -314,34 +540,40 @@ def obfuscation(command: str) -> list[str]:
     """Why this command line runs text that no command pattern can read (empty: none found).
 
     Heuristic by nature: it names eval of computed text, a shell that reads its script from a
-    pipe, a here-string or a substitution, a program name that is itself computed, decoders
-    piped to a shell, and interpreter one-liners that start processes or build code.
+    pipe, a here-string or a substitution, a program name that is itself computed, an argument
+    computed at run time (``rm $x`` with no literal ``x=`` in the line, ``rm $(cat list)``,
+    backticks, ``${...}``) to any program but ``echo`` / ``printf`` / ``:``, ``$'...'`` escapes
+    that spell an option, decoders piped to a shell, and interpreter one-liners that start
+    processes or build code.
 
     Raises:
         TooLarge: when the command line is past the normalisation limits.
     """
     reasons: list[str] = []
-    for part, words, piped in _walk(command):
-            prog = words[0]
-            if _computed(prog):
-                reasons.append(f"program name is computed at run time: {part[:80]!r}")
-            elif prog == "eval" and any(_computed(w) for w in words[1:]):
-                reasons.append(f"eval of computed text: {part[:80]!r}")
-            elif prog in ("source", ".") and any(_computed(w) or w.startswith("/dev/") for w in words[1:]):
-                reasons.append(f"{prog} of computed text: {part[:80]!r}")
-            elif prog in SHELLS:
-                script = _inner_scripts(words)
-                operands = [w for w in words[1:] if not w.startswith("-")]
-                if script and _computed(script[0]):
-                    reasons.append(f"{prog} -c with computed text: {part[:80]!r}")
-                elif not script and (piped or "<<<" in part or any(_computed(w) or w.startswith("/dev/")
-                                                                          for w in operands)):
-                    reasons.append(f"{prog} reads its script from a pipe or substitution: {part[:80]!r}")
-            elif prog in INTERPRETERS:
-                code = " ".join(w for w in words[1:] if not w.startswith("-"))
-                if (piped and not any(w in ("-c", "-e", "-E", "-r") for w in words[1:])
-                        and prog not in ("awk", "gawk", "mawk")):
-                    reasons.append(f"{prog} reads its program from a pipe: {part[:80]!r}")
-                elif search(_INLINE_RISK, code):
-                    reasons.append(f"{prog} inline code starts processes or builds code: {part[:80]!r}")
+    for cmd in _walk(command):
+        part, words, piped = cmd.part, cmd.words, cmd.piped
+        prog = words[0]
+        if _computed(prog):
+            reasons.append(f"program name is computed at run time: {_quoted(part)}")
+        elif prog == "eval" and any(_computed(w) for w in words[1:]):
+            reasons.append(f"eval of computed text: {_quoted(part)}")
+        elif prog in ("source", ".") and any(_computed(w) or w.startswith("/dev/") for w in words[1:]):
+            reasons.append(f"{prog} of computed text: {_quoted(part)}")
+        elif prog in SHELLS:
+            script = _inner_scripts(words)
+            operands = [w for w in words[1:] if not w.startswith("-")]
+            if script and _computed(script[0]):
+                reasons.append(f"{prog} -c with computed text: {_quoted(part)}")
+            elif not script and (piped or "<<<" in part or any(_computed(w) or w.startswith("/dev/")
+                                                                  for w in operands)):
+                reasons.append(f"{prog} reads its script from a pipe or substitution: {_quoted(part)}")
+        elif prog in INTERPRETERS and ((piped and not any(w in ("-c", "-e", "-E", "-r") for w in words[1:])
+                                        and prog not in ("awk", "gawk", "mawk"))):
+            reasons.append(f"{prog} reads its program from a pipe: {_quoted(part)}")
+        elif prog in INTERPRETERS and search(_INLINE_RISK, " ".join(w for w in words[1:] if not w.startswith("-"))):
+            reasons.append(f"{prog} inline code starts processes or builds code: {_quoted(part)}")
+        elif cmd.ansi_flags:
+            reasons.append(f"$'...' escapes spell an option ({cmd.ansi_flags[0][:40]}): {_quoted(part)}")
+        elif prog not in _DATA_ARGS and any(_computed(w) for w in words[1:]):
+            reasons.append(f"{prog} has an argument computed at run time: {_quoted(part)}")
     return list(dict.fromkeys(reasons))
