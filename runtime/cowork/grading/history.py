@@ -27,10 +27,10 @@ def _coll(state: dict[str, Any] | None, service: str, collection: str) -> dict[s
 
 
 def _cut(call: dict[str, Any], *names: str) -> bool:
-    """Whether the audit kept only part of these arguments (or none of them)."""
+    """Whether the audit kept only part of these arguments (or none at all)."""
     for c in call.get("cut") or []:
         path = str(c.get("path", ""))
-        if path == "/args" or any(path == f"/{n}" or path.startswith(f"/{n}/") for n in names):
+        if path == "/args" or any(path == f"/args/{n}" or path.startswith(f"/args/{n}/") for n in names):
             return True
     return False
 
@@ -202,14 +202,39 @@ def _pair(ev: Evidence, actions: list[dict[str, Any]]) -> dict[int, dict[str, An
     return out
 
 
+def _cut_names(call: dict[str, Any]) -> set[str] | None:
+    """Names of the arguments the audit kept only in part; None when it kept none at all."""
+    names: set[str] = set()
+    for c in call.get("cut") or []:
+        path = str(c.get("path", ""))
+        if path == "/args":
+            return None
+        if path.startswith("/args/"):
+            names.add(path.split("/")[2])
+    return names
+
+
+def _exact(out: dict[str, Any], call: dict[str, Any]) -> dict[str, Any]:
+    """``out`` without the fields drawn from arguments the audit cut (field names are the
+    argument names; a ticket's status follows its assignee, a reply's fields its message)."""
+    cut = _cut_names(call)
+    if cut is None or "message_id" in cut or "reply_all" in cut:
+        return {}
+    if "assignee" in cut:
+        cut.add("status")
+    return {k: v for k, v in out.items() if k not in cut}
+
+
 def _lower(v: Any) -> Any:
     return v.lower() if isinstance(v, str) else v
 
 
 def _created(service: str, collection: str, call: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
     """The fields a create call set exactly, from its audited arguments (empty: unknown)."""
-    if call is None or call.get("cut"):
-        return {}
+    return {} if call is None else _exact(_creation(service, collection, call, ev), call)
+
+
+def _creation(service: str, collection: str, call: dict[str, Any], ev: Evidence) -> dict[str, Any]:
     tool, a = call.get("tool"), call.get("args") or {}
     if (service, collection) == ("mail", "messages"):
         base = {"cc": [], "bcc": [], "attachments": [], "in_reply_to": None}
@@ -260,7 +285,7 @@ def _created(service: str, collection: str, call: dict[str, Any] | None, ev: Evi
 def _changed(service: str, collection: str, action: dict[str, Any], call: dict[str, Any] | None,
              before: dict[str, Any]) -> dict[str, Any]:
     """The values a later call set exactly (only for the fields its action says changed)."""
-    if call is None or call.get("cut"):
+    if call is None:
         return {}
     tool, a, name = call.get("tool"), call.get("args") or {}, action.get("action")
     out: dict[str, Any] = {}
@@ -297,7 +322,7 @@ def _changed(service: str, collection: str, action: dict[str, Any], call: dict[s
         for k in ("title", "notes", "priority"):
             if a.get(k) is not None:
                 out[k] = a[k]
-    return {k: v for k, v in out.items() if k in set(action.get("fields") or [])}
+    return {k: v for k, v in _exact(out, call).items() if k in set(action.get("fields") or [])}
 
 
 def created_states(ev: Evidence, service: str, collection: str) -> list[History]:
