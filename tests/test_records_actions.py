@@ -291,7 +291,7 @@ class TestCreatedDuringTheEpisode:
                    .call("todo_update", {"task_id": "task-1", "title": "Review deck"}, ("update", ["task-1"], ["title"]))
         state = final(todo__tasks__task_1={"id": "task-1", "title": "Review deck", "notes": ""})
         g, c = verdict(rule, log, state)
-        assert c.status == "not_graded"
+        assert c.status == "not_graded" and g.safe is None
 
     def test_created_then_deleted_todo_proven_from_its_create_call(self):
         rule = created({"title": {"regex": "(?i)figma"}}, "todo", "tasks")
