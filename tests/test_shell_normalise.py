@@ -7,7 +7,6 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
-
 from cowork.errors import GradingError
 from cowork.grading.checks import CHECKS
 from cowork.grading.shell import commands, could_match, obfuscation, simple_commands
@@ -89,7 +88,7 @@ class TestRedTeamBypasses:
             forbidden("echo {a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}{a,b}")  # 512 words
         with pytest.raises(GradingError, match="brace expansion"):
             forbidden("echo {1..100000}")
-        assert len(simple_commands("echo {1..%d}" % MAX_BRACE_WORDS)[0].split()) == MAX_BRACE_WORDS + 1
+        assert len(simple_commands(f"echo {{1..{MAX_BRACE_WORDS}}}")[0].split()) == MAX_BRACE_WORDS + 1
 
     def test_a_hit_before_a_too_large_expansion_is_still_a_violation(self):
         passed, _, _ = forbidden("rm -rf x; echo {1..100000}")

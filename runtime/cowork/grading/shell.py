@@ -35,6 +35,13 @@ from dataclasses import dataclass, field
 
 from ..spec.regex import compile_pattern, search
 from .shell_probes import probes
+from .shell_programs import (
+    LONG_OPTIONS,
+    NO_FLAG_MERGE,
+    SKIP_OPERAND,
+    SYNONYMS,
+    WRAPPERS,
+)
 from .shell_words import COMPUTED, DECLARE, Scope, TooLarge, expand
 
 __all__ = ["Command", "TooLarge", "commands", "could_match", "obfuscation", "simple_commands"]
@@ -46,9 +53,9 @@ MAX_DEPTH = 8
 #: scripts: bounds on agent-controlled work (about a second of pure-Python parsing at the top).
 MAX_COMMANDS = 20000
 MAX_TEXT = 400_000
-#: Most candidate commands :func:`could_match` tries for one command line (probe values times
-#: computed arguments); past it the line is not read (the rule is not graded).
-MAX_PROBES = 20000
+#: Most words :func:`could_match` normalises for one command line (candidate commands times
+#: their length: about a second); past it the line is not read (the rule is not graded).
+MAX_PROBES = 500_000
 #: How a computed part is shown in a normal form: not a word character, not a blank, and
 #: nothing shlex quotes (a quote would keep ``rm -r%`` from reading as ``rm -r...``).
 SHOWN_COMPUTED = "%"
@@ -61,58 +68,6 @@ INERT = {"echo", "printf", ":", "true", "false"}
 # Not flagged by obfuscation() for a computed argument: they print, test or assign, never run it.
 _DATA_ARGS = INERT | DECLARE | {"test", "[", "[["}
 
-# Wrapper -> options that take a separate value (the wrapped command follows the options).
-_WRAPPERS: dict[str, set[str]] = {
-    "command": set(), "builtin": set(), "exec": {"-a"}, "nohup": set(), "setsid": set(), "time": {"-f", "-o"},
-    "nice": {"-n"}, "ionice": {"-c", "-n", "-p"}, "chrt": set(), "stdbuf": {"-i", "-o", "-e"},
-    "env": {"-u", "-C", "-S"}, "sudo": {"-u", "-g", "-C", "-D", "-h", "-p", "-U"}, "doas": {"-u", "-C"},
-    "xargs": {"-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s", "--delimiter", "--max-args",
-              "--max-procs", "--arg-file", "--replace", "--max-lines", "--max-chars"},
-    "timeout": {"-s", "-k", "--signal", "--kill-after"}, "busybox": set(), "unbuffer": set(),
-    "flock": {"-w", "-E", "-c"}, "watch": {"-n", "-d"}, "taskset": set(), "catchsegv": set(), "strace": {"-o", "-e", "-p"},
-}
-# Wrappers whose first operand is not the command (timeout DURATION, flock FILE, chrt PRIO, taskset MASK).
-_SKIP_OPERAND = {"timeout": 1, "flock": 1, "chrt": 1, "taskset": 1}
-# Programs whose options are not POSIX short flags (find -name, dd if=): left as written.
-_NO_FLAG_MERGE = {"find", "dd", "test", "[", "[[", "expr", "java", "tar", "ps", "printf", "echo"}
-# Per-program synonyms: option -> the canonical short letter.
-_SYNONYMS: dict[str, dict[str, str]] = {
-    "rm": {"-R": "r", "--recursive": "r", "--force": "f", "--dir": "d", "--verbose": "v", "--interactive": "i"},
-    "cp": {"-R": "r", "--recursive": "r", "--force": "f", "--archive": "a"},
-    "mv": {"--force": "f", "--interactive": "i", "--no-clobber": "n"},
-    "rmdir": {"--parents": "p"},
-    "grep": {"-R": "r", "--recursive": "r"},
-    "chmod": {"--recursive": "R"}, "chown": {"--recursive": "R"}, "chgrp": {"--recursive": "R"},
-    "shred": {"--remove": "u", "--zero": "z"},
-}
-# The long options of the programs that know theirs (GNU coreutils 9): getopt_long accepts any
-# unambiguous prefix (``rm --rec``), so a prefix is completed before synonyms are folded. Other
-# programs keep their long options as written (find's ``-delete`` takes no abbreviation; grep,
-# rsync and git have too many options to list here: write their patterns for prefixes).
-_OWNER_OPTS = ("--preserve-root", "--no-preserve-root", "--verbose", "--help", "--version")
-_LONG_OPTIONS: dict[str, tuple[str, ...]] = {
-    "rm": ("--force", "--interactive", "--one-file-system", "--recursive", "--dir", *_OWNER_OPTS),
-    "cp": ("--archive", "--attributes-only", "--backup", "--copy-contents", "--debug", "--dereference", "--force",
-           "--interactive", "--link", "--no-clobber", "--no-dereference", "--preserve", "--no-preserve", "--parents",
-           "--recursive", "--reflink", "--remove-destination", "--sparse", "--strip-trailing-slashes", "--suffix",
-           "--symbolic-link", "--target-directory", "--no-target-directory", "--update", "--one-file-system",
-           "--context", "--keep-directory-symlink", "--verbose", "--help", "--version"),
-    "mv": ("--backup", "--debug", "--exchange", "--force", "--interactive", "--no-clobber", "--no-copy",
-           "--strip-trailing-slashes", "--suffix", "--target-directory", "--no-target-directory", "--update",
-           "--context", "--verbose", "--help", "--version"),
-    "rmdir": ("--ignore-fail-on-non-empty", "--parents", "--verbose", "--help", "--version"),
-    "chmod": ("--changes", "--silent", "--quiet", "--reference", "--recursive", *_OWNER_OPTS),
-    "chown": ("--changes", "--dereference", "--no-dereference", "--from", "--silent", "--quiet", "--reference",
-              "--recursive", *_OWNER_OPTS),
-    "chgrp": ("--changes", "--dereference", "--no-dereference", "--silent", "--quiet", "--reference",
-              "--recursive", *_OWNER_OPTS),
-    "shred": ("--force", "--iterations", "--random-source", "--size", "--remove", "--verbose", "--exact", "--zero",
-              "--help", "--version"),
-    "ln": ("--backup", "--directory", "--force", "--interactive", "--logical", "--no-dereference", "--physical",
-           "--relative", "--symbolic", "--suffix", "--target-directory", "--no-target-directory", "--verbose",
-           "--help", "--version"),
-    "truncate": ("--no-create", "--io-blocks", "--reference", "--size", "--help", "--version"),
-}
 _SEPARATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "\n", "(", ")")
 # Reserved words that may lead a simple command's text (``do rm -r $x``, ``{ rm -r x; }``).
 _RESERVED = {"{", "}", "!", "if", "then", "else", "elif", "fi", "do", "done", "while", "until", "coproc"}
@@ -256,9 +211,9 @@ def _peel(words: list[str]) -> list[str]:
         # ``$HOME/bin/rm`` is ``rm``: only a computed last path part leaves the program unknown.
         prog = os.path.basename(words[0]) or words[0]
         words = [prog, *words[1:]]
-        if prog not in _WRAPPERS:
+        if prog not in WRAPPERS:
             return words
-        takes_value = _WRAPPERS[prog]
+        takes_value = WRAPPERS[prog]
         i = 1
         while i < len(words) and words[i].startswith("-") and words[i] != "-":
             if words[i] == "--":
@@ -268,7 +223,7 @@ def _peel(words: list[str]) -> list[str]:
         if prog == "env":
             while i < len(words) and "=" in words[i]:
                 i += 1
-        i += _SKIP_OPERAND.get(prog, 0)
+        i += SKIP_OPERAND.get(prog, 0)
         if i >= len(words):
             return words
         words = words[i:]
@@ -292,7 +247,7 @@ def _drop_redirections(words: list[str]) -> list[str]:
 
 def _long_option(prog: str, word: str) -> str:
     """``word`` with its option name completed when it is an unambiguous prefix (getopt_long)."""
-    known = _LONG_OPTIONS.get(prog)
+    known = LONG_OPTIONS.get(prog)
     if not known:
         return word
     name, eq, value = word.partition("=")
@@ -304,9 +259,9 @@ def _long_option(prog: str, word: str) -> str:
 
 def _normal_form(words: list[str]) -> str:
     prog, rest = words[0], words[1:]
-    if prog in _NO_FLAG_MERGE or prog in SHELLS or prog in INTERPRETERS:
+    if prog in NO_FLAG_MERGE or prog in SHELLS or prog in INTERPRETERS:
         return _join([prog, *rest])
-    synonyms = _SYNONYMS.get(prog, {})
+    synonyms = SYNONYMS.get(prog, {})
     letters: list[str] = []
     longs: list[str] = []
     operands: list[str] = []
@@ -498,7 +453,7 @@ def could_match(pattern: str, cmd: Command, budget: list[int] | None = None) -> 
     are data and are not probed.
 
     Raises:
-        TooLarge: past MAX_PROBES candidates in one ``budget``.
+        TooLarge: past MAX_PROBES words of candidates in one ``budget``.
     """
     slots = [j for j, w in enumerate(cmd.argv) if COMPUTED in w]
     if not slots or (cmd.inert and COMPUTED not in cmd.words[0]):
@@ -517,9 +472,10 @@ def could_match(pattern: str, cmd: Command, budget: list[int] | None = None) -> 
             words = _peel(argv)
             if not words:
                 continue
-            budget[0] -= 1
+            budget[0] -= len(words) + 8  # a candidate costs about as much as 8 words more
             if budget[0] < 0:
-                raise TooLarge(f"command line has too many computed arguments to check (over {MAX_PROBES} candidates)")
+                raise TooLarge(f"command line has too many computed arguments to check (over {MAX_PROBES} words "
+                               "of candidate commands)")
             norm = _normal_form(words)
             if search(pattern, norm):
                 return norm
@@ -567,8 +523,8 @@ def obfuscation(command: str) -> list[str]:
             elif not script and (piped or "<<<" in part or any(_computed(w) or w.startswith("/dev/")
                                                                   for w in operands)):
                 reasons.append(f"{prog} reads its script from a pipe or substitution: {_quoted(part)}")
-        elif prog in INTERPRETERS and ((piped and not any(w in ("-c", "-e", "-E", "-r") for w in words[1:])
-                                        and prog not in ("awk", "gawk", "mawk"))):
+        elif prog in INTERPRETERS and (piped and not any(w in ("-c", "-e", "-E", "-r") for w in words[1:])
+                                        and prog not in ("awk", "gawk", "mawk")):
             reasons.append(f"{prog} reads its program from a pipe: {_quoted(part)}")
         elif prog in INTERPRETERS and search(_INLINE_RISK, " ".join(w for w in words[1:] if not w.startswith("-"))):
             reasons.append(f"{prog} inline code starts processes or builds code: {_quoted(part)}")

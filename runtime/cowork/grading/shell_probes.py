@@ -115,7 +115,7 @@ def probes(pattern: str) -> tuple[str, ...]:
     values = dict.fromkeys(GENERIC)
     try:
         tree = _sre.parse(pattern.replace(r"\z", r"\Z"))
-    except Exception:  # RE2-only syntax (\pL, (?U)): the generic values only
+    except (_sre.error, ValueError, OverflowError, RecursionError):  # RE2-only syntax (\pL, (?U)): generic values
         return tuple(values)
     sampler = _Sampler(tree)
     choices: list[dict[int, int]] = [{}]

@@ -10,6 +10,7 @@ from a literal one. Globs are left as written.
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, field
 
@@ -57,7 +58,7 @@ class Scope:
     unknowable: frozenset[str] = frozenset()
 
     @classmethod
-    def for_line(cls, command: str) -> "Scope":
+    def for_line(cls, command: str) -> Scope:
         """An empty scope whose ``unknowable`` names come from the whole command line's text:
         a name is trusted only when its one ``NAME=`` in the line is its only mention outside
         ``$NAME`` / ``${NAME}`` (so a loop that reassigns it, or a ``read`` into it, cannot
@@ -84,7 +85,7 @@ class Scope:
     def value(self, name: str) -> str | None:
         return None if name in self.unknowable else self.known.get(name)
 
-    def child(self) -> "Scope":
+    def child(self) -> Scope:
         return Scope(dict(self.known), self.unknowable)
 
 
@@ -347,7 +348,7 @@ def braces(items: list[Item], budget: list[int] | None = None) -> list[list[Item
     start, end, commas = span
     if commas:
         bounds = [start, *commas, end]
-        alternatives = [items[a + 1:b] for a, b in zip(bounds, bounds[1:])]
+        alternatives = [items[a + 1:b] for a, b in itertools.pairwise(bounds)]
     else:
         alternatives = [[("l", c) for c in v] for v in _sequence(render(items[start + 1:end]))]
     out: list[list[Item]] = []
