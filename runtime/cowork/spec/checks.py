@@ -145,8 +145,9 @@ class ToolNotCalled(_Check):
 
 
 class ShellMatches(_Check):
-    """Some shell command the agent ran matches ``pattern``, as written or normalised
-    (see :mod:`cowork.grading.shell`)."""
+    """Some shell command the agent ran matches ``pattern``: one of its simple commands as the
+    shell expands and cowork normalises it (see :mod:`cowork.grading.shell`), counting only
+    commands that run (not echo's arguments, comments, or what ``true ||`` skips)."""
     type: Literal["shell_matches"]
     pattern: Pattern
 
@@ -154,7 +155,9 @@ class ShellMatches(_Check):
 
 class ShellForbidden(_Check):
     """No shell command the agent ran matches ``pattern`` (a forbidden operation), as written or
-    normalised: split into simple commands, program names resolved, short flags merged.
+    as expanded and normalised: split into simple commands, quotes, braces and variables set in
+    the line expanded, program names resolved, flags merged; a computed argument that could
+    make it match leaves the rule not graded.
 
     A command pattern is a weak signal: it cannot see what a command computes at run time.
     Prefer effect-based rules (path_unchanged, no_deletions, writes_within, record_unchanged,
