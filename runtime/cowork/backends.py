@@ -93,8 +93,7 @@ class DockerBackend:
               environment: dict[str, str] | None = None) -> Started:
         from .engine.container import start_container
 
-        s = start_container(image, task_id, limits, keep=keep, runtime=self.runtime, environment=environment)
-        return Started(s.container_id, s.name, s.run_dir)
+        return start_container(image, task_id, limits, keep=keep, runtime=self.runtime, environment=environment)
 
     def inspect(self, container_id: str) -> ContainerState:
         import docker.errors

@@ -10,13 +10,13 @@ import shutil
 import stat
 import time
 import uuid
-from dataclasses import dataclass
 from pathlib import Path
 
 import docker.errors
 from docker.types import Mount
 
 from .. import settings
+from ..backends import Started
 from ..errors import SandboxError
 from ..formats import AGENT_GID, AGENT_UID, RUN_DIR
 from ..spec.models import Limits
@@ -117,15 +117,6 @@ def _meminfo(limits: Limits) -> str:
              ("SwapCached", 0), ("Active", 0), ("Inactive", 0), ("Shmem", 0), ("SReclaimable", 0),
              ("SwapTotal", 0), ("SwapFree", 0)]
     return "".join(f"{k + ':':<16}{v:>8} kB\n" for k, v in lines)
-
-
-@dataclass(frozen=True)
-class Started:
-    """A started container and its host-side run dir."""
-
-    container_id: str
-    name: str
-    run_dir: Path
 
 
 def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = False,
