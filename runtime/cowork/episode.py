@@ -138,44 +138,52 @@ class EpisodeResult:
 
 async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_dir: str | Path | None = None,
                    infra_retries: int = 1, image: str | None = None, judge: Any = None,
-                   backend: Any = None) -> EpisodeResult:
-    """Start a sandbox, run one episode, collect evidence, grade it, stop the sandbox.
+                   backend: Any = None, pool: Any = None, seed: int | None = None) -> EpisodeResult:
+    """Get a sandbox, run one episode, collect evidence, grade it, give the sandbox back.
 
-    After the sandbox is gone, hidden verifiers run in fresh grader containers and, when a
-    ``judge`` (grading.judge.LLMJudge) is given, rubric items are judged; both results go
-    into the evidence, so a saved bundle regrades to the same grade offline.
+    Without ``pool`` the sandbox is started for this episode and removed after it; with a
+    :class:`~cowork.pool.SandboxPool` it is acquired from the pool and released to it once
+    the evidence is exported (the pool resets and verifies it before anyone else gets it).
+
+    After the sandbox is given back, hidden verifiers run in fresh grader containers and,
+    when a ``judge`` (grading.judge.LLMJudge) is given, rubric items are judged; both results
+    go into the evidence, so a saved bundle regrades to the same grade offline.
 
     What the agent breaks is the agent's outcome: when its sandbox stops answering during
     the episode or the export (server killed, memory filled, a tool hung for good) while the
     container still exists, the episode is graded on the evidence salvaged so far, with
     status ``agent_broke_sandbox``, score 0 and every violation found kept; it is never
-    retried. Only failures outside the agent's control (the sandbox would not start, Docker
-    errored, the container vanished) are retried on a fresh sandbox, up to ``infra_retries``
-    times; if they persist the grade says ``infra_error`` (counted and shown, not scored).
+    retried, and a pooled sandbox is removed, not reused. Only failures outside the agent's
+    control (the sandbox would not start, Docker errored, the container vanished) are
+    retried on a fresh sandbox, up to ``infra_retries`` times; if they persist the grade
+    says ``infra_error`` (counted and shown, not scored).
 
     Args:
-        backend: Where sandboxes run (a name from ``cowork.backends`` or an instance).
+        backend: Where sandboxes run (a name from ``cowork.backends`` or an instance);
+            ignored with a pool (the pool's backend is used).
+        pool: Take the sandbox from this pool instead of starting one.
+        seed: The episode's fault seed (None: the spec's own).
     """
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     failures: list[str] = []
     for attempt in range(infra_retries + 1):
         try:
-            async with await Sandbox.start(loaded, image=image, backend=backend) as sb:
+            if pool is not None:
+                sb = await pool.acquire(loaded, seed=seed)
+            else:
+                sb = await Sandbox.start(loaded, image=image, backend=backend, seed=seed)
+            reusable = False
+            try:
                 image = sb.image
-                traj = await run_episode(sb, policy)
-                if traj.status == "infra_error":
-                    raise SandboxError(traj.error or "sandbox failed")
-                if traj.status != "agent_broke_sandbox":
-                    try:
-                        ev = await sb.export_evidence(trace=traj.model_dump())
-                    except SandboxError as exc:
-                        who, cause = await sb.diagnose()
-                        if who != "agent":
-                            raise
-                        traj.status, traj.error = "agent_broke_sandbox", f"evidence export failed: {cause}: {exc}"
-                if traj.status == "agent_broke_sandbox":
-                    log.warning("%s: the agent broke its sandbox: %s", loaded.spec.id, traj.error)
-                    ev = await sb.salvage_evidence(trace=traj.model_dump())
+                traj, ev = await _episode_evidence(sb, policy)
+                reusable = traj.status != "agent_broke_sandbox"
+            finally:
+                if pool is None:
+                    await asyncio.shield(sb.stop())
+                elif reusable:
+                    await pool.release(sb)
+                else:
+                    await asyncio.shield(pool.discard(sb))
             await _outside_checks(loaded, ev, image, judge)
             g = grade(loaded.spec, ev)
             if traj.status == "agent_broke_sandbox":
@@ -194,6 +202,27 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
     traj = Trajectory(task=loaded.spec.id, agent=policy.name, status="infra_error", error=failures[-1])
     return EpisodeResult(traj, Grade(task=loaded.spec.id, status="infra_error", error=failures[-1],
                                      threshold=loaded.spec.pass_threshold), None, failures)
+
+
+async def _episode_evidence(sb: Sandbox, policy: Policy) -> tuple[Trajectory, Evidence]:
+    """Run the episode in ``sb`` and collect its evidence (salvaged when the agent broke it).
+
+    Raises:
+        SandboxError: an infrastructure failure (to be retried on a fresh sandbox).
+    """
+    traj = await run_episode(sb, policy)
+    if traj.status == "infra_error":
+        raise SandboxError(traj.error or "sandbox failed")
+    if traj.status != "agent_broke_sandbox":
+        try:
+            return traj, await sb.export_evidence(trace=traj.model_dump())
+        except SandboxError as exc:
+            who, cause = await sb.diagnose()
+            if who != "agent":
+                raise
+            traj.status, traj.error = "agent_broke_sandbox", f"evidence export failed: {cause}: {exc}"
+    log.warning("%s: the agent broke its sandbox: %s", sb.spec.id, traj.error)
+    return traj, await sb.salvage_evidence(trace=traj.model_dump())
 
 
 #: Check types that read the final workspace / the final service state.

@@ -109,6 +109,12 @@ class Sandbox:
         self._stack = contextlib.AsyncExitStack()
         self._stopped = False
         self._tools: list | None = None
+        #: The state recorded right after the first start (see :meth:`record_pristine`).
+        self.pristine: dict[str, Any] | None = None
+        #: Episodes begun in this sandbox (a pooled sandbox serves several, reset in between).
+        self.uses = 0
+        #: True from the first tool call until the evidence was exported.
+        self.unexported = False
 
     @property
     def socket_path(self) -> Path:
@@ -244,6 +250,7 @@ class Sandbox:
         from .formats import INVALID_ARGUMENTS_KEY, ArgumentsRefused, check_arguments
 
         args = {} if args is None else args
+        self.unexported = True
         try:
             check_arguments(args)
         except ArgumentsRefused as exc:
@@ -296,6 +303,7 @@ class Sandbox:
             seed_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
             final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
             status["state_hash"] = dumped["final_hash"]
+        self.unexported = False
         return Evidence(
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
@@ -389,6 +397,74 @@ class Sandbox:
         if not resp.get("matches_seed"):
             raise SandboxError(f"reset of {self.name} did not restore the seeded state")
         return resp["hash"]
+
+
+    # ------------------------------------------------------------------ reuse
+    async def state(self) -> dict[str, Any]:
+        """The sandbox's state hash now, with its parts (workspace tree, /tmp, services,
+        non-root processes, IPC objects), computed by the in-container server.
+
+        Raises:
+            SandboxError: when the control socket does not answer.
+        """
+        resp = await control_request(self.run_dir, "state_hash", timeout=30)
+        return {k: v for k, v in resp.items() if k != "ok"}
+
+    async def record_pristine(self) -> str:
+        """Record the state of a sandbox nothing has touched yet; resets are checked against it."""
+        self.pristine = await self.state()
+        return self.pristine["hash"]
+
+    async def begin_episode(self, seed: int | None = None) -> None:
+        """Health check and start of an episode: the server answers and takes the episode's
+        fault seed (None: the spec's own).
+
+        Raises:
+            SandboxError: when the server does not answer.
+        """
+        await control_request(self.run_dir, "begin_episode", timeout=5, seed=seed)
+        self.uses += 1
+
+    async def reset(self, seed: int | None = None, *, discard_evidence: bool = False) -> dict[str, Any]:
+        """Return the sandbox to its pristine state and verify it.
+
+        Kills every agent process, empties the workspace and ``/tmp``, seeds the workspace
+        and the services again, restarts the fault sequence with ``seed`` and starts a new
+        audit chain; then compares the server's state hash with the one recorded by
+        :meth:`record_pristine`.
+
+        Args:
+            discard_evidence: Reset even though the episode's evidence was not exported
+                (without it such a reset is refused, here and by the server).
+
+        Returns:
+            The state after the reset (``hash``, its parts, ``reset_ms``).
+
+        Raises:
+            SandboxError: the evidence was not exported (nothing changed); the reset failed;
+                or the state after it differs from the pristine one (``ResetMismatch``).
+        """
+        if self.pristine is None:
+            raise SandboxError(f"sandbox {self.name}: no pristine state recorded; call record_pristine() first")
+        if self.unexported and not discard_evidence:
+            raise SandboxError(f"sandbox {self.name} (task {self.spec.id}): reset refused: the episode's evidence "
+                               "was not exported; call export_evidence() first or pass discard_evidence=True")
+        resp = await control_request(self.run_dir, "reset", timeout=self.spec.limits.tool_timeout_s + 30,
+                                     seed=seed, task=self.spec.id, discard_evidence=discard_evidence)
+        state = {k: v for k, v in resp.items() if k != "ok"}
+        if state["hash"] != self.pristine["hash"]:
+            differs = [k for k in ("workspace", "tmp", "services", "processes", "ipc")
+                       if state.get(k) != self.pristine.get(k)]
+            raise ResetMismatch(f"sandbox {self.name} (task {self.spec.id}): the state after the reset differs from "
+                                f"the pristine one in: {', '.join(differs) or 'the hash'}; "
+                                + "; ".join(f"{k}: {state.get(k)!r} (pristine {self.pristine.get(k)!r})"
+                                            for k in differs if k in ("processes", "ipc")))
+        self.unexported = False
+        return state
+
+
+class ResetMismatch(SandboxError):
+    """A reset did not bring the sandbox back to its pristine state; it must not be reused."""
 
 
 def _annotations(tools: list) -> dict[str, dict[str, Any]]:

@@ -24,6 +24,7 @@ from .agentfs import AgentFS
 from .app import ServerConfig, build_app
 from .audit import AuditLog, audit_budget
 from .control import ExportLimits, export_workspace, serve_control
+from .reset import Episodes
 from .workspace_tools import WorkspaceConfig
 
 log = logging.getLogger("cowork.server")
@@ -166,6 +167,7 @@ async def main() -> int:
         services = setup_services(mcp, raw, run_dir, audit, cfg.tools)
     await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
     audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
+    audit.exported_at = audit.count  # nothing of an episode to lose yet
 
     import uvicorn  # after seeding: the import is the slow part of start-up
 
@@ -188,6 +190,9 @@ async def main() -> int:
 
     async def export(_: dict) -> dict:
         dest = os.path.join(run_dir, F.EXPORT_DIR, "workspace.tar")
+        # The host reads the audit log after this export: a reset may start a new chain
+        # over these records (see reset.Episodes).
+        audit.exported_at = audit.count
         # Every agent process is killed first: nothing may change files while they are read.
         return await asyncio.to_thread(
             export_workspace, cfg.workspace.root, dest,
@@ -197,7 +202,12 @@ async def main() -> int:
         server.should_exit = True
         return {}
 
-    ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown}
+    async def reseed() -> None:
+        await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
+
+    episodes = Episodes(workspace=cfg.workspace.root, agent_uid=cfg.workspace.agent_uid, audit=audit,
+                        reseed=reseed, services=services, drain_timeout_s=cfg.workspace.tool_timeout_s + 5)
+    ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers()}
     if services is not None:
         ops.update(services.handlers())
     control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET), ops)

@@ -81,6 +81,28 @@ class AuditLog:
         self.reserve = max(64 << 10, max_bytes // 4) if reserve is None else reserve
         self.size = 0
         self._broken: str | None = None
+        #: Tool calls between their ``tool_call`` record and their end (kept by AuditMiddleware);
+        #: a reset waits for them to drain.
+        self.in_flight = 0
+        #: ``count`` when the workspace was last exported (the host's evidence export); a reset
+        #: refuses to start a new chain over records no export has covered.
+        self.exported_at = 0
+        #: Set while a reset runs: every tool call is refused, unaudited and undone.
+        self.paused = False
+
+    def restart(self) -> None:
+        """Start a new, empty chain in the same file (a pooled sandbox's next episode).
+
+        The file is truncated: the previous episode's records must already have been read
+        (see ``exported_at``); the next record is ``seq`` 0 again after the genesis hash.
+        """
+        with self._lock:
+            os.ftruncate(self._fd, 0)
+            self.count = 0
+            self.size = 0
+            self.last_hash = GENESIS_HASH
+            self._broken = None
+            self.exported_at = 0
 
     def append(self, record: dict[str, Any],
                compact: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
@@ -200,6 +222,8 @@ class AuditMiddleware(Middleware):
 
     async def on_call_tool(self, context, call_next):
         name = context.message.name
+        if self.log.paused:
+            raise ToolError("Refused: the sandbox is being reset between episodes; nothing was done.")
         args = context.message.arguments if context.message.arguments is not None else {}
         refusal = None
         try:
@@ -226,6 +250,13 @@ class AuditMiddleware(Middleware):
             raise ToolError(f"Refused: this call could not be written to the audit log ({exc}); "
                             "nothing was done.") from None
         start = time.perf_counter()
+        self.log.in_flight += 1
+        try:
+            return await self._run(context, call_next, call, clean, args, refusal, start)
+        finally:
+            self.log.in_flight -= 1
+
+    async def _run(self, context, call_next, call, clean, args, refusal, start):
         if refusal is not None:
             self._result(call, "error", start, error=refusal, error_type="ArgumentsRefused")
             raise ToolError(f"Refused: {refusal}. Nothing was done.")

@@ -31,8 +31,11 @@ def db_budget(limits: dict[str, Any] | None) -> int:
 class Services:
     """The services of one sandbox and the control operations that reach them."""
 
-    def __init__(self, ctx: ServiceContext, seed: ServicesSeed, run_dir: str):
+    def __init__(self, ctx: ServiceContext, seed: ServicesSeed, run_dir: str, episode_seed: int | None = None):
         self.ctx = ctx
+        #: The fault seed the sandbox started with (COWORK_EPISODE_SEED); a reset without a
+        #: seed goes back to it.
+        self.episode_seed = episode_seed
         self.seed = seed
         self.run_dir = run_dir
         self.seed_dump = dump_state(ctx.db)
@@ -58,9 +61,20 @@ class Services:
         with self.ctx.lock:
             reset(self.ctx, self.seed)
             if self.ctx.faults is not None:
-                self.ctx.faults.reset(req.get("seed"))
+                seed = req.get("seed")
+                self.ctx.faults.reset(self.episode_seed if seed is None else int(seed))
             h = state_hash(dump_state(self.ctx.db))
         return {"hash": h, "matches_seed": h == self.seed_hash}
+
+    def set_fault_seed(self, seed: int | None) -> None:
+        """Restart the fault sequence with ``seed`` (None: the seed the sandbox started with)."""
+        if self.ctx.faults is not None:
+            self.ctx.faults.reset(self.episode_seed if seed is None else int(seed))
+
+    def current_hash(self) -> str:
+        """The canonical hash of the services' state now."""
+        with self.ctx.lock:
+            return state_hash(dump_state(self.ctx.db))
 
     def handlers(self) -> dict[str, Handler]:
         """Control operations: ``dump_state`` and ``reset_services``."""
@@ -80,12 +94,13 @@ def setup_services(mcp: FastMCP, raw: dict[str, Any], run_dir: str, audit: Audit
     db = open_db(os.path.join(run_dir, DB_FILE))
     clock = datetime.fromisoformat(raw["clock"]) if raw.get("clock") else None
     faults = None
+    env_seed = os.environ.get("COWORK_EPISODE_SEED")
+    episode_seed = int(env_seed) if env_seed else None
     if raw.get("faults"):
-        seed = os.environ.get("COWORK_EPISODE_SEED")
-        faults = FaultInjector(FaultConfig.model_validate(raw["faults"]), seed=int(seed) if seed else None)
+        faults = FaultInjector(FaultConfig.model_validate(raw["faults"]), seed=episode_seed)
     ctx = ServiceContext(db=db, audit=audit.append, faults=faults, **({"clock": clock} if clock else {}))
     seed = ServicesSeed.model_validate(raw.get("services") or {})
     seed_all(ctx, seed)
     limit_growth(db, db_budget(raw.get("limits")))
     register_all(mcp, ctx, allowed)
-    return Services(ctx, seed, run_dir)
+    return Services(ctx, seed, run_dir, episode_seed)

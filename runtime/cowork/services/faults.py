@@ -117,11 +117,11 @@ class FaultInjector:
         self._lock = threading.Lock()
 
     def reset(self, seed: int | None = None) -> None:
-        """Forget the call counts (between episodes), optionally with a new seed."""
+        """Forget the call counts (between episodes) and take ``seed`` (None: the config's
+        seed), exactly as a fresh injector built with it would."""
         with self._lock:
             self._calls.clear()
-            if seed is not None:
-                self.seed = seed
+            self.seed = self.config.seed if seed is None else seed
 
     def decide(self, tool: str) -> Fault | None:
         """Count one call of ``tool`` and return its fault, if any."""

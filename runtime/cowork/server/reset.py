@@ -1,0 +1,247 @@
+"""Between episodes: return a sandbox to its pristine state, and the state hash that proves it.
+
+Runs inside the container as root (a pooled sandbox serves one episode after another).
+A reset kills every agent process, empties ``/workspace`` and ``/tmp``, seeds the workspace
+again exactly as at start, restores the services' seed, applies the next episode's fault
+seed and starts a fresh audit chain. The host then compares :func:`sandbox_state` with the
+hash it recorded when the sandbox first started; a sandbox whose hash differs is replaced.
+
+What the hash covers: every entry under the workspace (path, type, mode, owner, group,
+content or link target) and its root, the entries of ``/tmp`` and its root, the services'
+canonical state hash, every process that is not root's (an agent process that survived the
+kill, or any other user's) and the System V IPC objects of the sandbox's IPC namespace.
+What it does not: timestamps (the seed is written again, so they differ by design) and
+POSIX message queues (not listable without mounting mqueue, which the server cannot do).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import os
+import stat
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable
+
+from .. import formats as F
+from .procs import kill_agent_processes
+
+log = logging.getLogger(__name__)
+
+#: Bytes read at a time when hashing a file.
+_CHUNK = 1 << 20
+
+
+def _entry(path: str, rel: str, st: os.stat_result) -> bytes:
+    kind = ("d" if stat.S_ISDIR(st.st_mode) else "f" if stat.S_ISREG(st.st_mode)
+            else "l" if stat.S_ISLNK(st.st_mode) else f"x{stat.S_IFMT(st.st_mode):o}")
+    line = f"{kind} {stat.S_IMODE(st.st_mode):05o} {st.st_uid}:{st.st_gid} {rel!r}"
+    if kind == "l":
+        line += f" -> {os.readlink(path)!r}"
+    elif kind == "f":
+        digest = hashlib.sha256()
+        # O_NONBLOCK|O_NOFOLLOW: nothing here can block or lead elsewhere, even if the tree
+        # changed since the lstat. Root reads any file (DAC_READ_SEARCH).
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            while chunk := os.read(fd, _CHUNK):
+                digest.update(chunk)
+        finally:
+            os.close(fd)
+        line += f" {st.st_size} {digest.hexdigest()}"
+    return line.encode("utf-8", "surrogateescape") + b"\n"
+
+
+def tree_digest(root: str) -> tuple[str, int]:
+    """SHA-256 over every entry under ``root`` and root itself, in sorted order; and the count.
+
+    Iterative (a tree as deep as the inode limit allows cannot overflow the stack); symlinks
+    are hashed as links, never followed.
+    """
+    digest = hashlib.sha256(_entry(root, ".", os.lstat(root)))
+    count = 0
+    stack = [(root, "")]
+    while stack:
+        path, rel = stack.pop()
+        with os.scandir(path) as it:
+            entries = sorted(it, key=lambda e: e.name, reverse=True)
+        for e in entries:
+            sub = f"{rel}/{e.name}" if rel else e.name
+            st = e.stat(follow_symlinks=False)
+            digest.update(_entry(e.path, sub, st))
+            count += 1
+            if stat.S_ISDIR(st.st_mode):
+                stack.append((e.path, sub))
+    return digest.hexdigest(), count
+
+
+def foreign_processes() -> list[str]:
+    """Processes in this PID namespace that do not belong to root, as ``pid uid comm``."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/status") as fh:
+                fields = dict(line.split(":", 1) for line in fh if ":" in line)
+        except OSError:  # gone meanwhile
+            continue
+        uids = fields.get("Uid", "0").split()
+        # A zombie runs nothing; its parent (init) reaps it.
+        if fields.get("State", "").strip().startswith("Z") or all(u == "0" for u in uids):
+            continue
+        out.append(f"{name} {uids[0]} {fields.get('Name', '?').strip()}")
+    return sorted(out)
+
+
+def ipc_objects() -> list[str]:
+    """System V shared memory segments, message queues and semaphore sets of this IPC namespace."""
+    out = []
+    for kind in ("shm", "msg", "sem"):
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                out += [f"{kind} {' '.join(line.split()[:3])}" for line in fh.readlines()[1:] if line.strip()]
+        except OSError:  # a runtime without /proc/sysvipc (counted as none)
+            continue
+    return sorted(out)
+
+
+def sandbox_state(workspace: str, tmp: str, services_hash: str | None) -> dict[str, Any]:
+    """The state a reset must restore, with one hash over all of it."""
+    ws, ws_entries = tree_digest(workspace)
+    tmp_digest, tmp_entries = tree_digest(tmp)
+    procs = foreign_processes()
+    ipc = ipc_objects()
+    whole = hashlib.sha256("\n".join([ws, tmp_digest, services_hash or "-", *procs, "--", *ipc]).encode())
+    return {"hash": whole.hexdigest(), "workspace": ws, "workspace_entries": ws_entries, "tmp": tmp_digest,
+            "tmp_entries": tmp_entries, "services": services_hash, "processes": procs, "ipc": ipc}
+
+
+def wipe(root: str, *, owner: tuple[int, int], mode: int) -> None:
+    """Remove everything under ``root`` (not root itself), then give root ``owner`` and ``mode``.
+
+    The server holds no CAP_DAC_OVERRIDE or CAP_FOWNER, so it takes each folder first
+    (CAP_CHOWN, then chmod as its owner) before emptying it: a folder the agent made
+    unwritable, or mode 0000, empties all the same. Symlinks are removed, never followed.
+    Must run with no agent process alive (nothing may add entries meanwhile).
+    """
+    stack = [root]
+    order = []
+    while stack:
+        path = stack.pop()
+        os.chown(path, 0, 0, follow_symlinks=False)
+        os.chmod(path, 0o700)
+        order.append(path)
+        with os.scandir(path) as it:
+            for e in it:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(e.path)
+                else:
+                    os.unlink(e.path)
+    for path in reversed(order[1:]):  # deepest first: each is empty by now
+        os.rmdir(path)
+    os.chmod(root, mode)
+    os.chown(root, *owner, follow_symlinks=False)
+
+
+def remove_agent_ipc(uid: int) -> None:
+    """Remove the System V IPC objects of ``uid`` (``ipcrm --all`` run as that user)."""
+    subprocess.run(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
+                    "/usr/bin/ipcrm", "--all"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=10, check=False, env={"PATH": "/usr/bin:/bin"})
+
+
+@dataclass
+class Episodes:
+    """The control operations that hash and reset a sandbox between episodes.
+
+    Args:
+        workspace: The workspace root.
+        agent_uid: The agent's uid (None when the server does not run as root: tests).
+        audit: The audit log (a fresh chain per episode).
+        reseed: Seeds the workspace again (the same coroutine that seeded it at start).
+        services: The services (None for a workspace-only task).
+        drain_timeout_s: How long a reset waits for running tool calls to end.
+    """
+
+    workspace: str
+    agent_uid: int | None
+    audit: Any
+    reseed: Callable[[], Awaitable[None]]
+    services: Any = None
+    drain_timeout_s: float = 10.0
+    tmp: str = "/tmp"
+    episode: int = 0
+
+    def _state(self) -> dict[str, Any]:
+        return sandbox_state(self.workspace, self.tmp,
+                             self.services.current_hash() if self.services is not None else None)
+
+    async def state(self, _: dict) -> dict:
+        """Control op ``state_hash``: the hash of the sandbox's state now."""
+        return await asyncio.to_thread(self._state)
+
+    async def begin(self, req: dict) -> dict:
+        """Control op ``begin_episode``: apply the episode's fault seed; answers like a ping."""
+        if self.services is not None:
+            self.services.set_fault_seed(req.get("seed"))
+        return {"episode": self.episode, "audit_count": self.audit.count}
+
+    async def reset(self, req: dict) -> dict:
+        """Control op ``reset``: back to the pristine state, then hash it.
+
+        Refused (nothing changed) when records were appended since the last workspace
+        export and ``discard_evidence`` is not set: a reset never loses unexported evidence.
+        """
+        t0 = time.perf_counter()
+        unexported = self.audit.count - self.audit.exported_at
+        if unexported > 0 and not req.get("discard_evidence"):
+            raise RuntimeError(f"reset refused: {unexported} audit record(s) of the episode were not exported "
+                               "(export the evidence first, or pass discard_evidence)")
+        self.audit.paused = True
+        try:
+            deadline = time.monotonic() + self.drain_timeout_s
+            while self.audit.in_flight and time.monotonic() < deadline:
+                if self.agent_uid is not None:
+                    kill_agent_processes(self.agent_uid)  # ends shell calls still running
+                await asyncio.sleep(0.005)
+            if self.audit.in_flight:
+                raise RuntimeError(f"reset failed: {self.audit.in_flight} tool call(s) still running "
+                                   f"after {self.drain_timeout_s:g}s")
+            await asyncio.to_thread(self._clean)
+            await self.reseed()
+            if self.services is not None:
+                await self.services.reset({"seed": req.get("seed")})
+            self.episode += 1
+            self.audit.restart()
+        finally:
+            self.audit.paused = False
+        self.audit.append({"kind": "session_start", "task": req.get("task", ""), "episode": self.episode,
+                           "reset": True})
+        self.audit.exported_at = self.audit.count  # the chain's opening record is no episode's evidence
+        state = await asyncio.to_thread(self._state)
+        return {**state, "episode": self.episode, "reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
+
+    def _clean(self) -> None:
+        if self.agent_uid is not None:
+            # Agent processes first (detached, setsid and nohup ones included: all share the
+            # uid), until none is left; then nothing can add files while they are removed.
+            for _ in range(200):
+                kill_agent_processes(self.agent_uid)
+                if not any(p.split()[1] == str(self.agent_uid) for p in foreign_processes()):
+                    break
+                time.sleep(0.005)
+            if ipc_objects():
+                remove_agent_ipc(self.agent_uid)
+            wipe(self.workspace, owner=(self.agent_uid, F.AGENT_GID), mode=0o755)
+        else:
+            wipe(self.workspace, owner=(os.getuid(), os.getgid()), mode=0o755)
+        if os.geteuid() == 0:
+            wipe(self.tmp, owner=(0, 0), mode=0o1777)
+
+    def handlers(self) -> dict[str, Callable[[dict], Awaitable[dict]]]:
+        """Control operations: ``state_hash``, ``begin_episode`` and ``reset``."""
+        return {"state_hash": self.state, "begin_episode": self.begin, "reset": self.reset}
