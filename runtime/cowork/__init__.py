@@ -2,7 +2,7 @@
 
 The public API, importable from here::
 
-    from cowork import Sandbox, load_spec, run_task, grade, Evidence
+    from cowork import Sandbox, SandboxPool, load_spec, run_task, rollout, grade, Evidence
 
 Names are resolved lazily on first use: this package is also loaded inside the sandbox
 container, where only ``cowork.formats``, ``cowork.server`` and ``cowork.services`` exist,
@@ -18,7 +18,9 @@ __version__ = "0.1.0"
 
 #: Public name -> module that defines it.
 _EXPORTS = {
-    "Sandbox": "sandbox", "ToolResult": "sandbox",
+    "Sandbox": "sandbox", "ToolResult": "sandbox", "ResetMismatch": "sandbox",
+    "SandboxPool": "pool",
+    "RolloutRunner": "rollout", "RolloutResult": "rollout", "rollout": "rollout",
     "SandboxBackend": "backends", "DockerBackend": "backends", "GVisorBackend": "backends",
     "get_backend": "backends", "register_backend": "backends", "available_backends": "backends",
     "load_spec": "spec.loader", "LoadedSpec": "spec.loader", "TaskSpec": "spec.models",
@@ -33,9 +35,10 @@ _EXPORTS = {
 #: Kept equal to _EXPORTS' keys (a test checks).
 __all__ = ["CheckResult", "CoworkError", "DockerBackend", "DockerUnavailable", "EpisodeResult",
            "Evidence", "EvidenceError", "GVisorBackend", "Grade", "ImageError", "LoadedSpec",
-           "PolicyError", "Sandbox", "SandboxBackend", "SandboxError", "Settings", "SpecError",
+           "PolicyError", "ResetMismatch", "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend",
+           "SandboxPool", "SandboxError", "Settings", "SpecError",
            "TaskSpec", "ToolResult", "Trajectory", "available_backends", "get_backend", "grade",
-           "load_spec", "register_backend", "run_episode", "run_task"]
+           "load_spec", "register_backend", "rollout", "run_episode", "run_task"]
 
 
 def __getattr__(name: str) -> Any:
@@ -60,7 +63,9 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .evidence import Evidence
     from .grading import Grade, grade
     from .grading.grade import CheckResult
-    from .sandbox import Sandbox, ToolResult
+    from .pool import SandboxPool
+    from .rollout import RolloutResult, RolloutRunner, rollout
+    from .sandbox import ResetMismatch, Sandbox, ToolResult
     from .settings import Settings
     from .spec.loader import LoadedSpec, load_spec
     from .spec.models import TaskSpec
