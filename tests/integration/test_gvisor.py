@@ -44,3 +44,25 @@ async def test_the_agent_sees_gvisors_kernel_not_the_hosts(gvisor, no_leftovers)
         r = await sb.call_tool("shell", {"command": "uname -r; id -u"})
         release, uid = r.structured["output"].split()
     assert release != os.uname().release and uid == "1000"
+
+
+async def test_a_pooled_sandbox_resets_and_verifies_under_gvisor(gvisor, no_leftovers):
+    from cowork.pool import SandboxPool
+
+    loaded = load_spec(ROOT / "specs" / "update-service-config")  # has a root-owned seeded file
+    async with SandboxPool(max_per_task=1, backend=gvisor) as pool:
+        sb = await pool.acquire(loaded)
+        for cmd in ("echo x > new.txt; mkdir -p d/e; chmod 000 d; echo y > /tmp/y",
+                    "setsid nohup sh -c 'sleep 1; echo late > /workspace/late' >/dev/null 2>&1 &"):
+            r = await sb.call_tool("shell", {"command": cmd})
+            assert not r.is_error, r.text
+        await sb.export_evidence()
+        st = await sb.reset()
+        assert st["hash"] == sb.pristine["hash"] and st["processes"] == []
+        await sb.export_evidence()
+        await pool.release(sb)
+        await pool.wait_idle()
+        assert pool.stats["resets"] == 1 and pool.stats["reset_failed"] == 0
+        res = await run_task(loaded, ScriptedPolicy([(s.tool, dict(s.args)) for s in loaded.spec.oracle]), pool=pool)
+        assert res.grade.passed, res.grade.summary()
+        assert pool.stats["started"] == 1

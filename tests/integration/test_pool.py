@@ -311,3 +311,50 @@ def make_fault_spec(tmp_path):
         violation: [{tool: tickets_search, args: {query: printer}}]
         """))
     return load_spec(d)
+
+
+BARE = """\
+id: pool-bare
+title: A workspace the agent owns down to its root
+prompt: Nothing.
+tools: [shell, list_files]
+limits: {background_jobs: true}
+checks: [{id: kept, type: file_exists, path: a.txt}]
+oracle: [{tool: list_files, args: {}}]
+violation: [{tool: list_files, args: {}}]
+"""
+
+IPC = ("python3 -c \"import ctypes; c = ctypes.CDLL(None); "
+       "print(c.shmget(0, 4096, 0o1600), c.msgget(0, 0o1600), c.semget(0, 1, 0o1600))\"")
+
+
+async def test_reset_undoes_what_lives_outside_files_and_the_workspace_roots_own_mode(tmp_path, no_leftovers):
+    """Attacks on what a file wipe would miss: System V IPC objects (they outlive every
+    process), an extended attribute and mode 000 on the workspace root the agent owns, a
+    fork loop that keeps spawning, a tree deeper than Python's recursion limit."""
+    d = tmp_path / "bare"
+    (d / "workspace").mkdir(parents=True)
+    (d / "workspace" / "a.txt").write_text("a\n")
+    (d / "task.yaml").write_text(BARE)
+    loaded = load_spec(d)
+    async with SandboxPool(max_per_task=1) as pool:
+        sb = await pool.acquire(loaded)
+        calls = [IPC,
+                 "python3 -c \"import os; [os.mkdir('d') or os.chdir('d') for _ in range(1200)]\"",
+                 "python3 -c \"import os; os.setxattr('/workspace', 'user.leak', b'secret')\"",
+                 "nohup sh -c 'while :; do sleep 0.05 & done' >/dev/null 2>&1 &",
+                 "chmod 000 /workspace"]
+        for cmd in calls:
+            r = await sb.call_tool("shell", {"command": cmd})
+            assert not r.is_error and r.structured["exit_code"] == 0, (cmd, r.text)
+        dirty = await sb.state()
+        assert len(dirty["ipc"]) == 3 and dirty["processes"], dirty
+        await sb.export_evidence()
+        st = await sb.reset()
+        assert st["hash"] == sb.pristine["hash"], st
+        assert st["ipc"] == [] and st["processes"] == []
+        r = await sb.call_tool("shell", {"command": "ls -A /workspace; stat -c %a /workspace; "
+                                                    "python3 -c \"import os; print(os.listxattr('/workspace'))\""})
+        assert r.structured["output"].split() == ["a.txt", "755", "[]"], r.text
+        await sb.export_evidence()
+        await pool.release(sb)

@@ -7,7 +7,7 @@ seed and starts a fresh audit chain. The host then compares :func:`sandbox_state
 hash it recorded when the sandbox first started; a sandbox whose hash differs is replaced.
 
 What the hash covers: every entry under the workspace (path, type, mode, owner, group,
-content or link target) and its root, the entries of ``/tmp`` and its root, the services'
+extended attributes, content or link target) and its root, the entries of ``/tmp`` and its root, the services'
 canonical state hash, every process that is not root's (an agent process that survived the
 kill, or any other user's) and the System V IPC objects of the sandbox's IPC namespace.
 What it does not: timestamps (the seed is written again, so they differ by design) and
@@ -39,6 +39,9 @@ def _entry(path: str, rel: str, st: os.stat_result) -> bytes:
     kind = ("d" if stat.S_ISDIR(st.st_mode) else "f" if stat.S_ISREG(st.st_mode)
             else "l" if stat.S_ISLNK(st.st_mode) else f"x{stat.S_IFMT(st.st_mode):o}")
     line = f"{kind} {stat.S_IMODE(st.st_mode):05o} {st.st_uid}:{st.st_gid} {rel!r}"
+    attrs = _xattrs(path)
+    if attrs:
+        line += f" xattrs={attrs!r}"
     if kind == "l":
         line += f" -> {os.readlink(path)!r}"
     elif kind == "f":
@@ -53,6 +56,15 @@ def _entry(path: str, rel: str, st: os.stat_result) -> bytes:
             os.close(fd)
         line += f" {st.st_size} {digest.hexdigest()}"
     return line.encode("utf-8", "surrogateescape") + b"\n"
+
+
+def _xattrs(path: str) -> list[tuple[str, bytes]]:
+    """Extended attributes of ``path`` itself (tmpfs keeps ``user.*`` ones since Linux 6.6)."""
+    try:
+        return sorted((n, os.getxattr(path, n, follow_symlinks=False))
+                      for n in os.listxattr(path, follow_symlinks=False))
+    except OSError:  # no xattr support here
+        return []
 
 
 def tree_digest(root: str) -> tuple[str, int]:
@@ -143,6 +155,8 @@ def wipe(root: str, *, owner: tuple[int, int], mode: int) -> None:
                     os.unlink(e.path)
     for path in reversed(order[1:]):  # deepest first: each is empty by now
         os.rmdir(path)
+    for name, _ in _xattrs(root):  # root itself stays: its attributes must not
+        os.removexattr(root, name)
     os.chmod(root, mode)
     os.chown(root, *owner, follow_symlinks=False)
 
