@@ -50,8 +50,12 @@ command -v debootstrap >/dev/null 2>&1 || {
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq debootstrap >/dev/null
 }
 
-echo "== installing cowork-runtime (editable, with test extras)"
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
+echo "== installing cowork-runtime (editable, with the test and hf extras)"
+# torch first, pinned: its CPU build lies on this machine's disk; an open range would make pip
+# fetch a multi-GB CUDA build. With it installed, the hf extra's range adds nothing more.
+"$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check torch==2.13.0 2>&1 \
+    | grep -v -e "Running pip as the 'root'" || true
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
 
 echo "== building images (base, sandbox) if missing"
 "$PY" -m cowork.cli images build

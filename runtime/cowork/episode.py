@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from .agents.base import Policy, mcp_tool_to_openai
+from .agents.tokens import TokenTrajectory
 from .errors import CoworkError, PolicyError, SandboxError
 from .evidence import Evidence
 from .grading import Grade, grade
@@ -49,9 +50,11 @@ class Trajectory(BaseModel):
 
     task: str
     agent: str
-    status: Literal["completed", "max_turns", "timeout", "policy_error", "agent_broke_sandbox", "infra_error"]
-    """How it ended: the agent finished, ran out of turns or time, the policy failed, the
-    agent broke its own sandbox (server killed, memory filled, a tool hung for good), or the
+    status: Literal["completed", "truncated", "max_turns", "timeout", "policy_error", "agent_broke_sandbox",
+                    "infra_error"]
+    """How it ended: the agent finished, its last turn was cut by the token limit without a
+    tool call (``truncated``), it ran out of turns or time, the policy failed, the agent broke
+    its own sandbox (server killed, memory filled, a tool hung for good), or the
     infrastructure failed (Docker, the host)."""
     messages: list[dict[str, Any]] = []
     """The conversation in OpenAI chat format (system, user, assistant, tool)."""
@@ -59,6 +62,9 @@ class Trajectory(BaseModel):
     turns: int = 0
     duration_s: float = 0.0
     error: str | None = None
+    tokens: TokenTrajectory | None = None
+    """Token ids, logprobs and loss mask of the episode, from policies that keep them
+    (``token_trajectory()``: the hf, vllm and vllm-server backends)."""
 
 
 async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = None,
@@ -91,6 +97,8 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
                                      for c in turn.tool_calls]
             traj.messages.append(msg)
             if not turn.tool_calls:
+                if turn.extra.get("finish_reason") == "length":
+                    traj.status = "truncated"
                 return
             for call in turn.tool_calls:
                 r = await sb.call_tool(call.name, call.arguments)
@@ -109,6 +117,9 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
         who, cause = await sb.diagnose()
         traj.status = "agent_broke_sandbox" if who == "agent" else "infra_error"
         traj.error = f"{cause}: {exc}"
+    tokens = getattr(policy, "token_trajectory", None)
+    if callable(tokens):
+        traj.tokens = tokens()
     traj.duration_s = round(time.monotonic() - t0, 3)
     return traj
 

@@ -38,7 +38,8 @@ class Reaped:
 
 def managed_containers() -> list:
     """Every container (running or not) that carries the cowork label."""
-    return get_client().containers.list(all=True, filters={"label": f"{L.MANAGED}=true"})
+    # ignore_removed: a container removed between the list and its inspect is simply gone.
+    return get_client().containers.list(all=True, filters={"label": f"{L.MANAGED}=true"}, ignore_removed=True)
 
 
 def reap(include_kept: bool = False, everything: bool = False) -> list[str]:
