@@ -62,17 +62,26 @@ class Trajectory(BaseModel):
     turns: int = 0
     duration_s: float = 0.0
     error: str | None = None
+    turn_progress: list[float] | None = None
+    """With ``turn_progress``: completion of the deterministic checks before the first turn
+    and after each assistant turn (p_0..p_T), for turn-level credit (see cowork.rewards)."""
     tokens: TokenTrajectory | None = None
     """Token ids, logprobs and loss mask of the episode, from policies that keep them
     (``token_trajectory()``: the hf, vllm and vllm-server backends)."""
 
 
 async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = None,
-                      timeout: float | None = None) -> Trajectory:
+                      timeout: float | None = None, turn_progress: bool = False) -> Trajectory:
     """Let ``policy`` work in ``sb`` until it stops calling tools, or a limit is hit.
 
     A tool that fails or times out is reported to the policy as a tool error and the
     episode goes on. The partial trajectory is kept whatever happens.
+
+    Args:
+        turn_progress: Grade the deterministic checks on the live state before the first
+            turn and after each turn that called tools (``Trajectory.turn_progress``). Each
+            measurement exports the evidence, which stops the agent's background processes
+            (tasks with ``limits.background_jobs`` lose them between turns).
     """
     spec = sb.spec
     max_turns = max_turns or spec.limits.max_turns
@@ -82,8 +91,16 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
                      {"role": "user", "content": spec.prompt}]
     t0 = time.monotonic()
 
+    async def progress() -> None:
+        if turn_progress:
+            ev = await sb.export_evidence()
+            traj.turn_progress.append(round(grade(spec, ev).completion, 6))
+
     async def loop() -> None:
         tools = [mcp_tool_to_openai(t) for t in await sb.list_tools()]
+        if turn_progress:
+            traj.turn_progress = []
+            await progress()
         while True:
             if traj.turns >= max_turns:
                 traj.status = "max_turns"
@@ -97,6 +114,8 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
                                      for c in turn.tool_calls]
             traj.messages.append(msg)
             if not turn.tool_calls:
+                if turn_progress:
+                    traj.turn_progress.append(traj.turn_progress[-1])  # no call, no change
                 if turn.extra.get("finish_reason") == "length":
                     traj.status = "truncated"
                 return
@@ -106,6 +125,7 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
                                              is_error=r.is_error, output=r.text, duration_ms=round(r.duration_ms, 3)))
                 traj.messages.append({"role": "tool", "tool_call_id": call.id,
                                       "content": ("ERROR: " if r.is_error else "") + r.text})
+            await progress()
 
     try:
         await asyncio.wait_for(loop(), timeout)
@@ -149,7 +169,8 @@ class EpisodeResult:
 
 async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_dir: str | Path | None = None,
                    infra_retries: int = 1, image: str | None = None, judge: Any = None,
-                   backend: Any = None, pool: Any = None, seed: int | None = None) -> EpisodeResult:
+                   backend: Any = None, pool: Any = None, seed: int | None = None,
+                   turn_progress: bool = False) -> EpisodeResult:
     """Get a sandbox, run one episode, collect evidence, grade it, give the sandbox back.
 
     Without ``pool`` the sandbox is started for this episode and removed after it; with a
@@ -174,6 +195,7 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
             ignored with a pool (the pool's backend is used).
         pool: Take the sandbox from this pool instead of starting one.
         seed: The episode's fault seed (None: the spec's own).
+        turn_progress: Measure check progress after each turn (see :func:`run_episode`).
     """
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     failures: list[str] = []
@@ -186,7 +208,7 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
             reusable = False
             try:
                 image = sb.image
-                traj, ev = await _episode_evidence(sb, policy)
+                traj, ev = await _episode_evidence(sb, policy, turn_progress)
                 reusable = traj.status != "agent_broke_sandbox"
             finally:
                 if pool is None:
@@ -215,13 +237,13 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
                                      threshold=loaded.spec.pass_threshold), None, failures)
 
 
-async def _episode_evidence(sb: Sandbox, policy: Policy) -> tuple[Trajectory, Evidence]:
+async def _episode_evidence(sb: Sandbox, policy: Policy, turn_progress: bool = False) -> tuple[Trajectory, Evidence]:
     """Run the episode in ``sb`` and collect its evidence (salvaged when the agent broke it).
 
     Raises:
         SandboxError: an infrastructure failure (to be retried on a fresh sandbox).
     """
-    traj = await run_episode(sb, policy)
+    traj = await run_episode(sb, policy, turn_progress=turn_progress)
     if traj.status == "infra_error":
         raise SandboxError(traj.error or "sandbox failed")
     if traj.status != "agent_broke_sandbox":
