@@ -58,6 +58,8 @@ class Trajectory(BaseModel):
     infrastructure failed (Docker, the host)."""
     messages: list[dict[str, Any]] = []
     """The conversation in OpenAI chat format (system, user, assistant, tool)."""
+    tools: list[dict[str, Any]] = []
+    """The tools the agent was offered, in OpenAI function-tool format (for SFT exports)."""
     steps: list[StepRecord] = []
     turns: int = 0
     duration_s: float = 0.0
@@ -98,6 +100,7 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
 
     async def loop() -> None:
         tools = [mcp_tool_to_openai(t) for t in await sb.list_tools()]
+        traj.tools = tools
         if turn_progress:
             traj.turn_progress = []
             await progress()
