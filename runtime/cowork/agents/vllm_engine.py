@@ -1,0 +1,342 @@
+"""An in-process vLLM engine as a policy (extra ``vllm``, needs a GPU), with the token ids and
+log-probabilities of every turn, and weight updates between training steps.
+
+One :class:`VLLMEngine` holds a vLLM ``AsyncLLM`` and the model's tokenizer; each episode gets
+its own :class:`VLLMPolicy` (``engine.policy()``), which keeps the episode's append-only token
+buffer (:class:`~cowork.agents.vllm_server.TokenBuffer`) and sends it to the engine as a token
+prompt: what the trainer gets is exactly what vLLM conditioned on and sampled. The buffer only
+grows, so vLLM's prefix cache serves each turn's prompt from the previous turn's blocks.
+
+Weight updates (:meth:`VLLMEngine.load_weights`) go through vLLM's documented extension point
+for RL: a worker extension class (``worker_extension_cls``) whose method, reached with
+``AsyncLLM.collective_rpc``, hands ``(name, tensor)`` pairs to the model's own
+``load_weights`` (which maps checkpoint names, e.g. separate q/k/v onto vLLM's fused
+projection, and shards under tensor parallelism). The tensors travel as safetensors files
+in shared memory, so only a path crosses the RPC: that works whatever vLLM's RPC serializer
+accepts, in one process or many. After the load the prefix cache is reset (its blocks hold
+keys and values of the old weights) and the engine's ``version`` goes up.
+
+Log-probabilities are vLLM's defaults: the model's own distribution before temperature and
+top-p (``logprobs_mode=raw_logprobs``), as in the hf backend.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import shutil
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from ..errors import PolicyError
+from .base import AssistantTurn
+from .chat_tokens import ChatTokens
+from .tokens import SamplingSettings, TokenTrajectory
+from .vllm_server import Generation, TokenBuffer, turn_sampling
+
+log = logging.getLogger(__name__)
+
+#: The worker extension vLLM mixes into its workers (found by this qualified name).
+WORKER_EXTENSION = "cowork.agents.vllm_engine.WeightLoaderExtension"
+#: Its method that loads one safetensors file (prefixed: it lives on vLLM's worker class).
+LOAD_METHOD = "cowork_load_weights_file"
+
+
+def _vllm() -> Any:
+    try:
+        import vllm
+    except ImportError as exc:  # pragma: no cover - depends on the extra
+        raise PolicyError("the vllm backend needs vLLM and a GPU: pip install 'cowork-runtime[vllm]' "
+                          "(or use the vllm-server backend against a running server)") from exc
+    return vllm
+
+
+class WeightLoaderExtension:
+    """Mixed into each vLLM GPU worker by ``worker_extension_cls``; never built by cowork.
+
+    vLLM resolves it by name in its worker processes, so this module imports nothing of
+    vLLM, torch or transformers at the top.
+    """
+
+    model_runner: Any
+
+    def cowork_load_weights_file(self, path: str) -> int:
+        """Load every tensor of the safetensors file ``path`` into the running model.
+
+        Returns:
+            How many tensors the file held.
+        """
+        from safetensors import safe_open
+
+        runner = self.model_runner
+        model = runner.get_model() if hasattr(runner, "get_model") else runner.model
+        with safe_open(path, framework="pt", device="cpu") as f:
+            names = list(f.keys())
+            model.load_weights(weights=((name, f.get_tensor(name)) for name in names))
+        return len(names)
+
+
+def _transfer_dir() -> str | None:
+    """Shared memory where there is some (the workers read the file at memory speed)."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
+
+
+def _chunks(items: list[tuple[str, Any]], limit: int) -> list[list[tuple[str, Any]]]:
+    out: list[list[tuple[str, Any]]] = [[]]
+    size = 0
+    for name, tensor in items:
+        n = tensor.numel() * tensor.element_size()
+        if out[-1] and size + n > limit:
+            out.append([])
+            size = 0
+        out[-1].append((name, tensor))
+        size += n
+    return out
+
+
+def _save(chunk: list[tuple[str, Any]], path: str) -> None:
+    from safetensors.torch import save_file
+
+    tensors, storages = {}, set()
+    for name, tensor in chunk:
+        t = tensor.detach().to("cpu").contiguous()
+        ptr = t.untyped_storage().data_ptr()
+        if ptr in storages:  # tied weights share storage; safetensors stores each storage once
+            t = t.clone()
+            ptr = t.untyped_storage().data_ptr()
+        storages.add(ptr)
+        tensors[name] = t
+    save_file(tensors, path)
+
+
+class VLLMEngine:
+    """A running vLLM engine and its tokenizer, shared by the policies of many episodes.
+
+    Args:
+        llm: A vLLM ``AsyncLLM`` (``generate(prompt, sampling_params, request_id)``,
+            ``collective_rpc``, ``reset_prefix_cache``, ``shutdown``), started with
+            ``worker_extension_cls=WORKER_EXTENSION`` for :meth:`load_weights`.
+        tokenizer: The model's tokenizer, with a chat template that renders ``tools``.
+        name: Model name recorded in trajectories.
+        sampling: Default sampling settings of its policies.
+        end_token: The token that ends an assistant turn (default: the tokenizer's eos).
+        template_kwargs: Extra arguments for the chat template.
+        sampling_params: Makes vLLM's per-request settings from keyword arguments (default
+            ``vllm.SamplingParams``).
+    """
+
+    def __init__(self, llm: Any, tokenizer: Any, *, name: str, sampling: SamplingSettings | None = None,
+                 end_token: str | None = None, template_kwargs: dict | None = None,
+                 sampling_params: Callable[..., Any] | None = None):
+        self.llm = llm
+        self.tokenizer = tokenizer
+        self.chat = ChatTokens(tokenizer, end_token=end_token, template_kwargs=template_kwargs)
+        self.sampling = sampling or SamplingSettings()
+        self.name = name
+        self.version = 0
+        self._sampling_params = sampling_params
+        self._active = 0
+        self._updating = False
+        self._gate: asyncio.Condition | None = None
+
+    @classmethod
+    def start(cls, model: str, *, tokenizer: Any = None, sampling: SamplingSettings | None = None,
+              end_token: str | None = None, template_kwargs: dict | None = None, **engine_args: Any) -> VLLMEngine:
+        """Start vLLM on ``model`` (a folder or hub name) in this process.
+
+        Args:
+            tokenizer: The tokenizer (default: loaded from ``model``).
+            engine_args: ``vllm.AsyncEngineArgs`` fields (``gpu_memory_utilization``,
+                ``max_model_len``, ``dtype``, ``enforce_eager``, ``tensor_parallel_size``, ...).
+
+        Raises:
+            PolicyError: when vLLM is not installed.
+        """
+        vllm = _vllm()
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        engine_args.setdefault("worker_extension_cls", WORKER_EXTENSION)
+        llm = AsyncLLM.from_engine_args(vllm.AsyncEngineArgs(model=model, **engine_args))
+        try:
+            if tokenizer is None:
+                from transformers import AutoTokenizer
+
+                tokenizer = AutoTokenizer.from_pretrained(model)
+            return cls(llm, tokenizer, name=model, sampling=sampling, end_token=end_token,
+                       template_kwargs=template_kwargs, sampling_params=vllm.SamplingParams)
+        except BaseException:
+            llm.shutdown()
+            raise
+
+    def policy(self, sampling: SamplingSettings | None = None) -> VLLMPolicy:
+        """A policy for one episode (default settings: the engine's)."""
+        return VLLMPolicy(self, sampling or self.sampling)
+
+    def close(self) -> None:
+        """Shut the engine down (its GPU memory and worker processes are released)."""
+        shutdown = getattr(self.llm, "shutdown", None)
+        if callable(shutdown):
+            shutdown()
+
+    # ------------------------------------------------------------------ generation
+    def _condition(self) -> asyncio.Condition:
+        if self._gate is None:
+            self._gate = asyncio.Condition()
+        return self._gate
+
+    def params(self, s: SamplingSettings) -> Any:
+        """vLLM's settings for one request of ``s``: the sampled tokens' log-probabilities, and
+        the turn ended by the end-of-turn token whatever the model's generation config says."""
+        make = self._sampling_params or _vllm().SamplingParams
+        return make(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, stop=list(s.stop) or None,
+                    seed=s.seed, logprobs=0, stop_token_ids=[self.chat.end_id], skip_special_tokens=False)
+
+    async def generate(self, ids: list[int], sampling: SamplingSettings) -> Generation:
+        """Generate one turn after the prompt ``ids``; waits while weights are being loaded.
+
+        Raises:
+            PolicyError: when vLLM fails or returns no log-probabilities.
+        """
+        params = self.params(sampling)
+        gate = self._condition()
+        async with gate:
+            await gate.wait_for(lambda: not self._updating)
+            self._active += 1
+            version = self.version
+        final = None
+        try:
+            async for out in self.llm.generate({"prompt_token_ids": list(ids)}, params, f"cowork-{uuid.uuid4().hex}"):
+                final = out
+        except Exception as exc:  # engine dead, prompt longer than max_model_len, ...
+            raise PolicyError(f"vLLM generation with {self.name} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            async with gate:
+                self._active -= 1
+                gate.notify_all()
+        if final is None or not getattr(final, "outputs", None):
+            raise PolicyError(f"vLLM returned no output for {self.name}")
+        out = final.outputs[0]
+        gen = list(out.token_ids)
+        if out.logprobs is None or len(out.logprobs) != len(gen):
+            raise PolicyError(f"vLLM returned {0 if out.logprobs is None else len(out.logprobs)} log-probability "
+                              f"entries for {len(gen)} tokens")
+        try:
+            lps = [float(out.logprobs[i][tok].logprob) for i, tok in enumerate(gen)]
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise PolicyError(f"vLLM's log-probabilities lack a sampled token: {exc}") from exc
+        return Generation(gen, lps, out.finish_reason, out.stop_reason, extra={"policy_version": version})
+
+    # ------------------------------------------------------------------ weights
+    async def load_weights(self, weights: Mapping[str, Any] | Iterable[tuple[str, Any]], *,
+                           chunk_bytes: int = 1 << 30) -> int:
+        """Load new weights into the running engine (after an optimizer step elsewhere).
+
+        Waits for the generations in flight to finish and holds new ones until the load is
+        done, so no turn mixes two versions. Checkpoint names as the model's transformers
+        class has them (``model.layers.0.self_attn.q_proj.weight``, ...); any dtype and
+        device (they are converted to the engine's).
+
+        Args:
+            weights: A state dict, or ``(name, tensor)`` pairs (a part of the model will do).
+            chunk_bytes: Most bytes per transfer file.
+
+        Returns:
+            The new weights version (also the ``policy_version`` of later trajectories).
+
+        Raises:
+            ValueError: when there is nothing to load.
+            PolicyError: when a worker fails to load them (if some chunks had loaded, the engine
+                holds a mix of old and new weights until a load succeeds; the version stays).
+        """
+        items = list(weights.items()) if isinstance(weights, Mapping) else list(weights)
+        if not items:
+            raise ValueError("load_weights got no tensors")
+        gate = self._condition()
+        async with gate:
+            await gate.wait_for(lambda: not self._updating)
+            self._updating = True
+        try:
+            async with gate:
+                await gate.wait_for(lambda: self._active == 0)
+            folder = tempfile.mkdtemp(prefix="cowork-weights-", dir=_transfer_dir())
+            done = 0
+            try:
+                for n, chunk in enumerate(_chunks(items, chunk_bytes)):
+                    await self._load_file(chunk, os.path.join(folder, f"chunk-{n}.safetensors"))
+                    done += 1
+            except BaseException:
+                if done:
+                    log.error("%s: a weight load failed after %d chunk(s): the engine holds old and new weights "
+                              "until a load succeeds", self.name, done)
+                    await self._reset_prefix_cache()
+                raise
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+            await self._reset_prefix_cache()
+            self.version += 1
+            log.info("%s: weights version %d loaded (%d tensors)", self.name, self.version, len(items))
+            return self.version
+        finally:
+            async with gate:
+                self._updating = False
+                gate.notify_all()
+
+    async def _reset_prefix_cache(self) -> None:
+        """Drop the cached keys and values: they belong to the old weights.
+
+        Raises:
+            PolicyError: when vLLM keeps refusing (it refuses while requests run).
+        """
+        for attempt in range(5):
+            if await self.llm.reset_prefix_cache() is not False:  # True, or None from older vLLM
+                return
+            await asyncio.sleep(0.05 * 2 ** attempt)
+        raise PolicyError(f"vLLM ({self.name}) refused to reset its prefix cache after a weight load")
+
+    async def _load_file(self, chunk: list[tuple[str, Any]], path: str) -> None:
+        await asyncio.to_thread(_save, chunk, path)
+        try:
+            loaded = await self.llm.collective_rpc(LOAD_METHOD, args=(path,))
+        except Exception as exc:
+            raise PolicyError(f"vLLM workers failed to load weights from {path}: {type(exc).__name__}: {exc}; "
+                              f"was the engine started with worker_extension_cls={WORKER_EXTENSION!r}?") from exc
+        wrong = [x for x in (loaded or []) if isinstance(x, int) and x != len(chunk)]
+        if wrong:
+            raise PolicyError(f"vLLM workers loaded {wrong} tensors of the {len(chunk)} in {path}")
+        os.unlink(path)
+
+
+class VLLMPolicy:
+    """One episode's policy on a :class:`VLLMEngine`; keeps the episode's token trajectory.
+
+    ``AssistantTurn.extra`` holds ``finish_reason`` (``length`` for a turn cut by
+    ``max_tokens``), ``tokens`` and ``policy_version`` (the weights that generated the turn;
+    the trajectory's ``policy_version`` is the engine's when the episode began).
+    """
+
+    def __init__(self, engine: VLLMEngine, sampling: SamplingSettings):
+        self.engine = engine
+        self.sampling = sampling
+        self.name = f"vllm:{engine.name}"
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the episode (it is retried on a fresh sandbox)."""
+        self.tokens = TokenTrajectory(model=self.engine.name, policy_version=self.engine.version)
+        self._buffer = TokenBuffer(self.engine.chat, self.tokens)
+
+    def token_trajectory(self) -> TokenTrajectory:
+        """The episode's tokens so far."""
+        return self.tokens
+
+    async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        buf = self._buffer
+        ids = await asyncio.to_thread(buf.prompt, messages, tools)
+        gen = await self.engine.generate(ids, turn_sampling(self.sampling, buf.turn))
+        return await asyncio.to_thread(buf.add_turn, messages, gen, f"vLLM ({self.engine.name})")
+
+
+__all__ = ["LOAD_METHOD", "WORKER_EXTENSION", "VLLMEngine", "VLLMPolicy", "WeightLoaderExtension"]
