@@ -25,73 +25,111 @@ def _say(text: object = "", file=None) -> None:
     print(printable(text, newlines=True), file=file)
 
 
-async def _run(args: argparse.Namespace) -> int:
-    from .agents import make_policy
-    from .episode import run_task
-    from .metrics import summarize
-    from .spec.loader import load_specs
+def _policy_options(args: argparse.Namespace) -> dict:
+    if args.agent != "openai":
+        return {}
+    if not args.model:
+        raise CoworkError("--agent openai needs --model (and --base-url for a non-OpenAI endpoint)")
+    return {"model": args.model, "base_url": args.base_url}
 
-    specs = load_specs(args.spec)
-    opts = {}
-    if args.agent == "openai":
-        if not args.model:
-            raise CoworkError("--agent openai needs --model (and --base-url for a non-OpenAI endpoint)")
-        opts = {"model": args.model, "base_url": args.base_url}
+
+async def _episodes(args: argparse.Namespace, specs: list, *, group_size: int, out: str | None, progress: bool,
+                    on_episode=None):
+    """Every spec ``group_size`` times through the rollout runner: the one code path of
+    ``cowork run`` and ``cowork rollout``."""
+    from .agents import make_policy
+    from .rollout import RolloutRunner
+
+    opts = _policy_options(args)
     judge = None
     if args.judge_model:
         from .grading.judge import LLMJudge
 
         judge = LLMJudge(model=args.judge_model, base_url=args.judge_base_url)
-    results, outcomes, infra = [], {}, 0
-    for loaded in specs:
-        for trial in range(args.trials):
-            ev_dir = None
-            if args.evidence:
-                ev_dir = Path(args.evidence)
-                if len(specs) > 1 or args.trials > 1:
-                    ev_dir = ev_dir / loaded.spec.id / f"trial-{trial}"
-            res = await run_task(loaded, make_policy(args.agent, loaded.spec, **opts), evidence_dir=ev_dir, judge=judge)
-            results.append(res)
-            if args.results:
-                # One line per finished episode, flushed as it finishes: a crash loses nothing done.
-                with open(args.results, "a") as fh:
-                    fh.write(json.dumps({"task": loaded.spec.id, "trial": trial, "agent": res.trajectory.agent,
-                                         "status": res.trajectory.status, "score": res.grade.score,
-                                         "passed": res.grade.passed, "grade": res.grade.model_dump(),
-                                         "infra_failures": res.infra_failures,
-                                         "evidence": str(ev_dir) if ev_dir else None}, default=str) + "\n")
-            if res.grade.status == "infra_error":
-                infra += 1
-            else:
-                outcomes.setdefault(loaded.spec.id, []).append((res.grade.score, res.grade.passed))
-            if not args.json:
-                t = res.trajectory
-                _say(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
-                _say(res.grade.summary())
-    metrics = summarize(outcomes)
-    # Infrastructure failures are not scored (they say nothing of the agent) but never hidden:
-    # counted here, shown below, and the exit status says 3 when any episode ended on one.
-    metrics["episodes"] = {
-        "total": len(results), "infra_error": infra,
-        "infra_retries": sum(len(r.infra_failures) for r in results),
-        "agent_broke_sandbox": sum(r.grade.status == "agent_broke_sandbox" for r in results),
-    }
+    async with RolloutRunner(concurrency=args.concurrency, pool_size=args.pool_size, reward=args.reward,
+                             progress=progress, judge=judge) as runner:
+        return await runner.rollout(specs, lambda spec: make_policy(args.agent, spec, **opts), group_size=group_size,
+                                    seed=args.seed, out_dir=out, on_episode=on_episode)
+
+
+def _not_scored_line(summary: dict) -> str | None:
+    e = summary["episodes"]
+    if not (e["infra_error"] or e["infra_retries"] or e["agent_broke_sandbox"]):
+        return None
+    return (f"episodes: {e['total']}; infrastructure errors (not scored): {e['infra_error']}; "
+            f"retried after an infrastructure failure: {e['infra_retries']}; "
+            f"agent broke its sandbox (scored 0): {e['agent_broke_sandbox']}")
+
+
+async def _run(args: argparse.Namespace) -> int:
+    from .rollout import append_jsonl, save_bundle
+    from .spec.loader import load_specs
+
+    specs = load_specs(args.spec)
+    by_id = {ld.spec.id: ld for ld in specs}
+    single = len(specs) == 1 and args.trials == 1
+
+    async def show(sample) -> None:
+        ev_dir = None
+        if args.evidence:
+            ev_dir = Path(args.evidence) if single else Path(args.evidence) / sample.task / f"trial-{sample.sample}"
+            await asyncio.to_thread(save_bundle, ev_dir, sample, by_id[sample.task].spec)
+        if args.results:
+            # One line per finished episode, flushed as it finishes: a crash loses nothing done.
+            row = {**sample.row(), "trial": sample.sample, "grade": sample.grade.model_dump(),
+                   "evidence": str(ev_dir) if ev_dir else None}
+            await asyncio.to_thread(append_jsonl, args.results, row)
+        if not args.json:
+            t = sample.trajectory
+            _say(f"agent {t.agent}: {t.status} after {t.turns} turn(s), {len(t.steps)} tool call(s), {t.duration_s:.2f}s")
+            _say(sample.grade.summary())
+
+    result = await _episodes(args, specs, group_size=args.trials, out=args.out, progress=False, on_episode=show)
+    metrics = result.summary
+    samples = result.samples
     if args.json:
-        payload = [{"grade": r.grade.model_dump(), "trajectory": {
-            "status": r.trajectory.status, "turns": r.trajectory.turns,
-            "tool_calls": len(r.trajectory.steps), "duration_s": r.trajectory.duration_s}} for r in results]
+        payload = [{"grade": s.grade.model_dump(), "trajectory": {
+            "status": s.trajectory.status, "turns": s.trajectory.turns,
+            "tool_calls": len(s.trajectory.steps), "duration_s": s.trajectory.duration_s}} for s in samples]
         _print_json(payload[0] if len(payload) == 1 else {"runs": payload, "metrics": metrics})
     else:
-        if len(results) > 1:
+        if len(samples) > 1:
             _say(_metrics_table(metrics))
-        e = metrics["episodes"]
-        if e["infra_error"] or e["infra_retries"] or e["agent_broke_sandbox"]:
-            _say(f"episodes: {e['total']}; infrastructure errors (not scored): {e['infra_error']}; "
-                 f"retried after an infrastructure failure: {e['infra_retries']}; "
-                 f"agent broke its sandbox (scored 0): {e['agent_broke_sandbox']}")
+        # Infrastructure failures are not scored (they say nothing of the agent) but never hidden:
+        # counted here, and the exit status says 3 when any episode ended on one.
+        line = _not_scored_line(metrics)
+        if line:
+            _say(line)
         if args.evidence:
             _say(f"evidence saved under {args.evidence}")
-    return 0 if not infra else 3
+    return 0 if not metrics["episodes"]["infra_error"] else 3
+
+
+async def _rollout(args: argparse.Namespace) -> int:
+    from .spec.loader import load_specs
+
+    specs = load_specs(args.spec)
+    result = await _episodes(args, specs, group_size=args.group_size, out=args.out, progress=True)
+    m = result.summary
+    if args.json:
+        _print_json(m)
+    else:
+        _say(_metrics_table(m))
+        s = m["safety"]
+        rate = "-" if s["violation_rate"] is None else f"{s['violation_rate']:.2f}"
+        _say(f"safety: {s['unsafe']} of {s['scored']} scored episode(s) violated a rule (rate {rate}); "
+             f"{s['unknown']} could not be judged (counted as not safe)")
+        _say(f"episodes: {m['episodes']['total']} ({m['episodes_run']} run now, {m['episodes_resumed']} done before), "
+             f"{m['episodes_per_s']:.2f} episodes/s; mean reward ({m['reward']}): {_num(m['overall'].get('mean_reward'))}")
+        line = _not_scored_line(m)
+        if line:
+            _say(line)
+        _say(f"results: {Path(args.out) / 'results.jsonl'}")
+    return 0 if not m["episodes"]["infra_error"] else 3
+
+
+def _num(x) -> str:
+    return "-" if x is None else f"{x:.3f}"
 
 
 def _metrics_table(metrics: dict) -> str:
@@ -232,6 +270,21 @@ def _images(args: argparse.Namespace) -> int:
     return 0
 
 
+def _episode_arguments(p: argparse.ArgumentParser, *, concurrency: int) -> None:
+    """The options ``run`` and ``rollout`` share."""
+    p.add_argument("--agent", default="oracle", choices=["oracle", "nop", "violation", "openai"])
+    p.add_argument("--model", help="model name for --agent openai")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL); key from $OPENAI_API_KEY")
+    p.add_argument("--concurrency", type=int, default=concurrency, help=f"episodes at once (default {concurrency})")
+    p.add_argument("--pool-size", type=int, help="most sandboxes at once (default: --concurrency)")
+    p.add_argument("--seed", type=int, help="base fault seed: sample s gets SEED+s (default: each spec's own)")
+    p.add_argument("--reward", default="score", choices=["score", "pass", "safety_gated"],
+                   help="reward written per episode (safety_gated: 0 unless safety was judged and held)")
+    p.add_argument("--judge-model", help="LLM judge model for rubric items (OpenAI-compatible; key from $OPENAI_API_KEY)")
+    p.add_argument("--judge-base-url", help="endpoint of the judge (default $OPENAI_BASE_URL)")
+    p.add_argument("--json", action="store_true", help="print JSON")
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for tests and docs)."""
     p = argparse.ArgumentParser(prog="cowork", description="Run AI-coworker tasks in hardened MCP sandboxes.")
@@ -240,15 +293,18 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="build if needed, run an agent on a task, grade it")
     r.add_argument("spec", nargs="+", help="task folders, task.yaml files, or folders of tasks")
-    r.add_argument("--agent", default="oracle", choices=["oracle", "nop", "violation", "openai"])
-    r.add_argument("--model", help="model name for --agent openai")
-    r.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL); key from $OPENAI_API_KEY")
+    _episode_arguments(r, concurrency=1)
     r.add_argument("--evidence", help="save the evidence bundle and grade to this folder")
     r.add_argument("--results", help="append one JSON line per finished episode to this file")
     r.add_argument("--trials", type=int, default=1, help="episodes per task; reports mean score, pass@k, pass^k")
-    r.add_argument("--judge-model", help="LLM judge model for rubric items (OpenAI-compatible; key from $OPENAI_API_KEY)")
-    r.add_argument("--judge-base-url", help="endpoint of the judge (default $OPENAI_BASE_URL)")
-    r.add_argument("--json", action="store_true", help="print JSON")
+    r.add_argument("--out", help="also write a resumable rollout folder (as `cowork rollout --out`)")
+
+    ro = sub.add_parser("rollout", help="run every task G times over a sandbox pool; resumable results JSONL")
+    ro.add_argument("spec", nargs="+", help="task folders, task.yaml files, or folders of tasks")
+    _episode_arguments(ro, concurrency=8)
+    ro.add_argument("--group-size", type=int, default=1, help="episodes per task (G); pass@k and pass^k use k = G")
+    ro.add_argument("--out", required=True,
+                    help="output folder: results.jsonl, run.json, episodes/; rerun on it to resume")
 
     u = sub.add_parser("up", help="start a sandbox and leave it running")
     u.add_argument("spec")
@@ -301,12 +357,14 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not args.verbose:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
-    handlers = {"run": _run, "up": _up, "down": _down, "connect": _connect, "gc": _gc, "validate": _validate,
+    handlers = {"run": _run, "rollout": _rollout, "up": _up, "down": _down, "connect": _connect, "gc": _gc, "validate": _validate,
                 "grade": _grade, "spec": _schema, "images": _images, "bench": _bench}
     fn = handlers[args.cmd]
-    if getattr(args, "trials", 1) < 1:
-        _say("cowork: error: --trials must be at least 1", file=sys.stderr)
-        return 2
+    for flag in ("trials", "group_size", "concurrency", "pool_size"):
+        value = getattr(args, flag, None)
+        if value is not None and value < 1:
+            _say(f"cowork: error: --{flag.replace('_', '-')} must be at least 1", file=sys.stderr)
+            return 2
     try:
         result = fn(args)
         if asyncio.iscoroutine(result):

@@ -1,7 +1,9 @@
-"""Trial metrics: mean score, pass@k (unbiased estimator) and pass^k."""
+"""Trial metrics: mean score, pass@k (unbiased estimator) and pass^k; a rollout's summary."""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from math import comb
 from typing import Any
 
@@ -56,3 +58,64 @@ def summarize(outcomes: dict[str, list[tuple[float, bool]]], k: int | None = Non
             vals = [t[key] for t in tasks.values() if key in t]
             overall[key] = sum(vals) / len(vals)
     return {"tasks": tasks, "overall": overall}
+
+
+def summarize_episodes(episodes: Iterable[Mapping[str, Any]], k: int | None = None) -> dict[str, Any]:
+    """What :func:`summarize` reports, plus reward, safety and what was not scored.
+
+    Args:
+        episodes: Finished episodes as a rollout's ``results.jsonl`` lines: each needs
+            ``task``, ``grade_status``, ``score``, ``passed``, ``safe``, ``reward`` and
+            ``infra_failures``.
+        k: The k of pass@k and pass^k (default: the number of scored trials of each task).
+
+    Returns:
+        ``tasks`` and ``overall`` as :func:`summarize` gives them, each task also with
+        ``mean_reward``, ``unsafe`` (episodes with ``safe`` False), ``safety_unknown`` (``safe``
+        None), ``violation_rate`` (unsafe / scored), ``infra_error`` and ``agent_broke_sandbox``;
+        ``overall`` also with ``mean_reward`` and ``violation_rate``; ``safety``: ``scored``,
+        ``unsafe``, ``unknown``, ``violation_rate`` over every scored episode; ``episodes``:
+        ``total``, ``infra_error``, ``infra_retries`` (failures retried away), ``agent_broke_sandbox``.
+
+    An episode that ended ``infra_error`` says nothing of the agent: it is counted, never
+    scored (and a task with nothing but those has no entry in ``tasks``). An episode whose
+    sandbox the agent broke is scored (0).
+    """
+    outcomes: dict[str, list[tuple[float, bool]]] = {}
+    rewards: dict[str, list[float]] = {}
+    counts: dict[str, Counter] = {}
+    totals = {"total": 0, "infra_error": 0, "infra_retries": 0, "agent_broke_sandbox": 0}
+    for e in episodes:
+        task = e["task"]
+        c = counts.setdefault(task, Counter())
+        totals["total"] += 1
+        totals["infra_retries"] += len(e.get("infra_failures") or [])
+        if e["grade_status"] == "infra_error":
+            totals["infra_error"] += 1
+            c["infra_error"] += 1
+            continue
+        if e["grade_status"] == "agent_broke_sandbox":
+            totals["agent_broke_sandbox"] += 1
+            c["agent_broke_sandbox"] += 1
+        outcomes.setdefault(task, []).append((e["score"], bool(e["passed"])))
+        if e.get("reward") is not None:
+            rewards.setdefault(task, []).append(e["reward"])
+        c["scored"] += 1
+        c["unsafe"] += e["safe"] is False
+        c["safety_unknown"] += e["safe"] is None
+    out = summarize(outcomes, k)
+    for task, m in out["tasks"].items():
+        c, r = counts[task], rewards.get(task, [])
+        m.update(mean_reward=sum(r) / len(r) if r else None, unsafe=c["unsafe"], safety_unknown=c["safety_unknown"],
+                 violation_rate=c["unsafe"] / c["scored"], infra_error=c["infra_error"],
+                 agent_broke_sandbox=c["agent_broke_sandbox"])
+    scored = sum(c["scored"] for c in counts.values())
+    unsafe = sum(c["unsafe"] for c in counts.values())
+    out["safety"] = {"scored": scored, "unsafe": unsafe, "unknown": sum(c["safety_unknown"] for c in counts.values()),
+                     "violation_rate": unsafe / scored if scored else None}
+    means = [m["mean_reward"] for m in out["tasks"].values() if m["mean_reward"] is not None]
+    if out["tasks"]:
+        out["overall"]["mean_reward"] = sum(means) / len(means) if means else None
+        out["overall"]["violation_rate"] = out["safety"]["violation_rate"]
+    out["episodes"] = totals
+    return out
