@@ -26,11 +26,26 @@ def _say(text: object = "", file=None) -> None:
 
 
 def _policy_options(args: argparse.Namespace) -> dict:
-    if args.agent != "openai":
+    if args.agent in ("oracle", "nop", "violation"):
         return {}
     if not args.model:
-        raise CoworkError("--agent openai needs --model (and --base-url for a non-OpenAI endpoint)")
-    return {"model": args.model, "base_url": args.base_url}
+        raise CoworkError(f"--agent {args.agent} needs --model" + (
+            " (and --base-url for a non-OpenAI endpoint)" if args.agent == "openai" else
+            " and --base-url (the vLLM server's http://host:8000/v1)" if args.agent == "vllm-server" else
+            " (a model folder or hub name)"))
+    if args.agent == "vllm-server" and not args.base_url:
+        raise CoworkError("--agent vllm-server needs --base-url (the vLLM server's http://host:8000/v1)")
+    opts = {"model": args.model}
+    if args.agent in ("openai", "vllm-server"):
+        opts["base_url"] = args.base_url
+    if args.agent == "openai":
+        opts.update({k: v for k, v in (("temperature", args.temperature), ("max_tokens", args.max_tokens)) if v is not None})
+        return opts
+    sampling = {k: v for k, v in (("temperature", args.temperature), ("top_p", args.top_p),
+                                  ("max_tokens", args.max_tokens)) if v is not None}
+    if sampling:
+        opts["sampling"] = sampling
+    return opts
 
 
 async def _episodes(args: argparse.Namespace, specs: list, *, group_size: int, out: str | None, progress: bool,
@@ -272,9 +287,16 @@ def _images(args: argparse.Namespace) -> int:
 
 def _episode_arguments(p: argparse.ArgumentParser, *, concurrency: int) -> None:
     """The options ``run`` and ``rollout`` share."""
-    p.add_argument("--agent", default="oracle", choices=["oracle", "nop", "violation", "openai"])
-    p.add_argument("--model", help="model name for --agent openai")
-    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL); key from $OPENAI_API_KEY")
+    from .agents import AGENTS
+
+    p.add_argument("--agent", default="oracle", choices=list(AGENTS),
+                   help="scripted (oracle, nop, violation) or a model backend (openai, vllm-server, vllm, hf)")
+    p.add_argument("--model", help="model name (openai, vllm-server) or folder / hub name (vllm, hf)")
+    p.add_argument("--base-url", help="OpenAI-compatible endpoint (default $OPENAI_BASE_URL; vllm-server: "
+                                      "http://host:8000/v1); key from $OPENAI_API_KEY")
+    p.add_argument("--temperature", type=float, help="sampling temperature of a model backend")
+    p.add_argument("--top-p", type=float, help="nucleus sampling of the vllm, vllm-server and hf backends")
+    p.add_argument("--max-tokens", type=int, help="most tokens per turn of a model backend")
     p.add_argument("--concurrency", type=int, default=concurrency, help=f"episodes at once (default {concurrency})")
     p.add_argument("--pool-size", type=int, help="most sandboxes at once (default: --concurrency)")
     p.add_argument("--seed", type=int, help="base fault seed: sample s gets SEED+s (default: each spec's own)")
