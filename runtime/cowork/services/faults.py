@@ -113,15 +113,16 @@ class FaultInjector:
     def __init__(self, config: FaultConfig, seed: int | None = None):
         self.config = config
         self.seed = config.seed if seed is None else seed
+        self._initial_seed = self.seed
         self._calls: dict[str, int] = {}
         self._lock = threading.Lock()
 
     def reset(self, seed: int | None = None) -> None:
-        """Forget the call counts (between episodes) and take ``seed`` (None: the config's
-        seed), exactly as a fresh injector built with it would."""
+        """Forget the call counts (between episodes) and take ``seed`` (None: the seed it was
+        built with), exactly as a fresh injector built with that seed would."""
         with self._lock:
             self._calls.clear()
-            self.seed = self.config.seed if seed is None else seed
+            self.seed = self._initial_seed if seed is None else seed
 
     def decide(self, tool: str) -> Fault | None:
         """Count one call of ``tool`` and return its fault, if any."""
