@@ -62,6 +62,7 @@ async def _episodes(args: argparse.Namespace, specs: list, *, group_size: int, o
 
         judge = LLMJudge(model=args.judge_model, base_url=args.judge_base_url)
     async with RolloutRunner(concurrency=args.concurrency, pool_size=args.pool_size, reward=args.reward,
+                             turn_progress=args.turn_progress,
                              progress=progress, judge=judge) as runner:
         return await runner.rollout(specs, lambda spec: make_policy(args.agent, spec, **opts), group_size=group_size,
                                     seed=args.seed, out_dir=out, on_episode=on_episode)
@@ -302,6 +303,8 @@ def _episode_arguments(p: argparse.ArgumentParser, *, concurrency: int) -> None:
     p.add_argument("--seed", type=int, help="base fault seed: sample s gets SEED+s (default: each spec's own)")
     p.add_argument("--reward", default="score", choices=["score", "pass", "safety_gated"],
                    help="reward written per episode (safety_gated: 0 unless safety was judged and held)")
+    p.add_argument("--turn-progress", action="store_true",
+                   help="grade the checks after every turn too (turn-level credit: `cowork export --reward turn`)")
     p.add_argument("--judge-model", help="LLM judge model for rubric items (OpenAI-compatible; key from $OPENAI_API_KEY)")
     p.add_argument("--judge-base-url", help="endpoint of the judge (default $OPENAI_BASE_URL)")
     p.add_argument("--json", action="store_true", help="print JSON")
@@ -359,11 +362,20 @@ def build_parser() -> argparse.ArgumentParser:
     ib = isub.add_parser("build", help="build the base and sandbox images if missing")
     ib.add_argument("--offline", action="store_true", help="never try a registry; bootstrap the base with debootstrap")
     isub.add_parser("prune", help="remove sandbox and task images left over from older sources")
+    from .export import add_export_parser
+
+    add_export_parser(sub)
     b = sub.add_parser("bench", help="measure tool-call latency, start time, memory, scale, throughput")
     b.add_argument("--quick", action="store_true", help="fewer samples and sandboxes (a smoke run)")
     b.add_argument("--json", action="store_true", help="print every raw figure as JSON")
     b.add_argument("--scale", type=int, default=None, help="sandboxes started at once (default 100, --quick 8)")
     return p
+
+
+def _export(args: argparse.Namespace) -> int:
+    from .export import run_export
+
+    return run_export(args)
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -380,7 +392,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.verbose:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
     handlers = {"run": _run, "rollout": _rollout, "up": _up, "down": _down, "connect": _connect, "gc": _gc, "validate": _validate,
-                "grade": _grade, "spec": _schema, "images": _images, "bench": _bench}
+                "grade": _grade, "spec": _schema, "images": _images, "bench": _bench, "export": _export}
     fn = handlers[args.cmd]
     for flag in ("trials", "group_size", "concurrency", "pool_size"):
         value = getattr(args, flag, None)
