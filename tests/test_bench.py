@@ -9,8 +9,34 @@ import json
 
 import pytest
 
+from cowork.bench.phases import Plan
+from cowork.bench.pooling import OVERHEAD_DEFINITION, ThinkingPolicy
 from cowork.bench.report import TARGETS, Report, pct, summary
 from cowork.cli import main
+
+
+def _overhead(pct_: float, in_flight: int) -> dict:
+    rounds = [{"wall_s": 4.2, "ideal_s": 3.6, "turns_per_episode": 9.0, "overhead_pct": pct_, "tool_errors": 0,
+               "call_ms_p50": 12.0, "call_ms_p90": 30.0}]
+    return {"in_flight": in_flight, "waves": 2, "episodes_per_round": 2 * in_flight, "think_s": 0.2,
+            "ideal_s": 3.6, "wall_s": 4.2, "overhead_pct": pct_, "call_ms_p50": 12.0, "env_cpu_ms_per_episode": 52.0,
+            "env_cpu_share_pct": 40.0, "rounds": rounds}
+
+
+def _pool(acquire=0.6, reset_ws=3.0, reset_svc=6.0, ratio=30.0, overhead=4.0, in_flight=32) -> dict:
+    ms = lambda p50: {"n": 50, "p50": p50, "p90": p50 * 2}  # noqa: E731
+    return {"acquire": {"ms": ms(acquire)},
+            "reset": {"workspace": {"spec": "fix-csv-report", "services": [], "ms": ms(reset_ws), "server_ms": ms(2.0)},
+                      "services": {"spec": "schedule-around-conflicts", "services": ["calendar", "contacts", "mail"],
+                                   "ms": ms(reset_svc), "server_ms": ms(4.0)}},
+            "episode_rate": {"concurrency": 4, "pooled_eps": 30.0, "fresh_eps": 30.0 / ratio, "ratio": ratio,
+                             "pooled_rounds": [{"episodes": 32}], "fresh_rounds": [{"episodes": 8}], "cold_starts": 0},
+            "overhead": {**_overhead(overhead, in_flight), "definition": OVERHEAD_DEFINITION,
+                         "compare": _overhead(overhead / 2, 8)}}
+
+
+def _verdicts(pool: dict) -> dict:
+    return {v["figure"]: v for v in Report({"pool": pool}).verdicts()}
 
 
 class TestReport:
@@ -26,6 +52,58 @@ class TestReport:
         assert len(verdicts) == len(TARGETS)
         assert all(v["pass"] is False and v["shown"] == "-" for v in verdicts)
         assert "figure" in Report({}).table()
+
+
+class TestPoolFigures:
+    def test_pool_figures_within_target_pass(self):
+        v = _verdicts(_pool())
+        assert v["pool acquire of a warm sandbox p50"]["pass"]
+        assert v["pool acquire of a warm sandbox p50"]["shown"] == "0.60 ms"
+        assert v["verified reset p50, workspace-only spec"]["pass"]
+        assert v["verified reset p50, spec with 3 services"]["pass"]
+        rate = v["episodes/s, 8-call agent, pooled vs fresh sandbox"]
+        assert rate["pass"] and rate["value"] == 30.0 and rate["shown"] == "30.0 vs 1.00/s (30x)"
+        over = v["environment overhead, 200 ms/turn agent"]
+        assert over["pass"] and over["shown"] == "4.0 % (32 in flight)"
+
+    def test_pool_figures_past_target_miss(self):
+        v = _verdicts(_pool(acquire=5.1, reset_ws=51, reset_svc=101, ratio=4.9, overhead=5.1))
+        assert not any(v[f]["pass"] for f in v if f in (
+            "pool acquire of a warm sandbox p50", "verified reset p50, workspace-only spec",
+            "verified reset p50, spec with 3 services", "episodes/s, 8-call agent, pooled vs fresh sandbox",
+            "environment overhead, 200 ms/turn agent"))
+
+    def test_overhead_passes_only_at_the_target_load(self):
+        # A quick run (8 in flight) does not claim the 32-in-flight target.
+        over = _verdicts(_pool(overhead=1.0, in_flight=8))["environment overhead, 200 ms/turn agent"]
+        assert not over["pass"] and over["shown"] == "1.0 % (8 in flight)"
+
+    def test_reset_of_a_spec_with_fewer_services_does_not_count(self):
+        pool = _pool()
+        pool["reset"]["services"]["services"] = ["mail", "crm"]
+        assert not _verdicts(pool)["verified reset p50, spec with 3 services"]["pass"]
+
+    def test_table_explains_the_overhead(self):
+        table = Report({"pool": _pool()}).table()
+        assert "overhead detail: 4.0 % with 32 in flight: wall 4.20 s vs ideal 3.60 s" in table
+        assert "environment CPU 52 ms per episode, 40 % of all cores" in table
+        assert "overhead with fewer in flight: 2.0 % with 8 in flight" in table
+        assert "0 cold starts in the pool" in table
+        assert "ideal = waves x turns per episode x think time" in OVERHEAD_DEFINITION
+
+    def test_quick_plan_keeps_the_pool_phase_short(self):
+        quick, full = Plan.make(True, None), Plan.make(False, None)
+        assert quick.overhead_inflight == 8 and full.overhead_inflight == 32
+        assert quick.pooled_episodes < full.pooled_episodes and quick.rate_rounds == 1
+
+    async def test_thinking_policy_sleeps_each_turn_and_counts_turns(self):
+        import time
+
+        policy = ThinkingPolicy([("read_file", {"path": "a"})] * 2, think_s=0.02)
+        t0 = time.perf_counter()
+        turns = [await policy.act([], []) for _ in range(3)]
+        assert time.perf_counter() - t0 >= 0.06
+        assert [len(t.tool_calls) for t in turns] == [1, 1, 0] and policy.turns == 3
 
 
 @pytest.mark.docker
@@ -58,6 +136,15 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
 
     assert data["grading"]["passed"] and data["grading"]["ms"]["p50"] > 0
     assert data["build"]["unchanged_s"]["p50"] >= 0 and data["build"]["new_layer_s"] > 0
+
+    pool = data["pool"]
+    assert pool["acquire"]["ms"]["n"] == 20 and pool["acquire"]["ms"]["p50"] > 0
+    assert len(pool["reset"]["services"]["services"]) >= 3
+    for kind in ("workspace", "services"):
+        assert pool["reset"][kind]["ms"]["n"] == 15 and pool["reset"][kind]["ms"]["p50"] > 0
+    assert pool["episode_rate"]["ratio"] > 0 and pool["episode_rate"]["cold_starts"] == 0
+    assert pool["overhead"]["in_flight"] == 8 and pool["overhead"]["ideal_s"] > 0
+    assert pool["overhead"]["wall_s"] >= pool["overhead"]["ideal_s"]
 
     assert [t["figure"] for t in data["targets"]] == [t.figure for t in TARGETS]
     assert all(t["value"] is not None for t in data["targets"])

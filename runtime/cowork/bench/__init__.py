@@ -1,4 +1,4 @@
-"""``cowork bench``: tool-call latency, start, memory, scale, throughput, grading and build figures.
+"""``cowork bench``: tool-call latency, start, memory, scale, throughput, grading, build and pool figures.
 
 Everything is measured in one run on the machine it runs on, against the baselines of the
 same run (``docker exec``, ``docker run --rm``), and checked against the targets of issue 5.
@@ -22,6 +22,7 @@ from typing import Any
 
 from .. import settings
 from .phases import Bench, Plan
+from .pooling import pool_figures
 from .report import Report
 
 log = logging.getLogger(__name__)
@@ -99,6 +100,7 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
         await bench.stop(*fleet, *extra)
         say("grading")
         data["grading"] = await bench.grading()
+        data["pool"] = await pool_figures(bench, say)
         say(f"scale ({plan.scale} sandboxes at once)")
         data["scale"] = await bench.scale(before)
     finally:

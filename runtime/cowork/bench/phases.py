@@ -23,7 +23,7 @@ from .report import summary
 
 log = logging.getLogger(__name__)
 
-#: Read-only steps of the zero-latency scripted agent used for throughput.
+#: Read-only steps of the zero-latency scripted agent used for throughput and the pool figures.
 AGENT_STEPS = [
     ("read_file", {"path": "reports/q3_sales.csv"}),
     ("list_files", {"pattern": "**/*"}),
@@ -52,12 +52,32 @@ class Plan:
     grades: int = 20
     rebuilds: int = 5
     idle_s: float = 3.0
+    resets: int = 50
+    """Verified resets per spec (workspace-only and three services)."""
+    acquires: int = 50
+    """Acquires of a warm sandbox."""
+    pool_concurrency: int = 4
+    """Episodes in flight for episodes/s, pooled and fresh; the pool holds as many."""
+    pooled_episodes: int = 32
+    fresh_episodes: int = 8
+    """Episodes per round; fresh ones cost a start each, so there are fewer of them."""
+    rate_rounds: int = 3
+    """Rounds of (pooled, fresh) for episodes/s; the medians are compared."""
+    overhead_inflight: int = 32
+    overhead_waves: int = 2
+    think_s: float = 0.2
+    """Simulated policy time per turn for the overhead figure."""
+    overhead_rounds: int = 3
+    """Runs of the overhead figure; the median is reported."""
+    overhead_compare: int = 8
+    """Also measure the overhead with this many in flight (0: not)."""
 
     @classmethod
     def make(cls, quick: bool, scale: int | None) -> "Plan":
         if quick:
             return cls(quick=True, scale=scale or 8, execs=50, runs=5, throughput_calls=320, grades=10,
-                       rebuilds=3, idle_s=1.5)
+                       rebuilds=3, idle_s=1.5, resets=15, acquires=20, pooled_episodes=16, fresh_episodes=4,
+                       rate_rounds=1, overhead_inflight=8, overhead_rounds=1)
         return cls(quick=False, scale=scale or 100)
 
 
@@ -77,8 +97,12 @@ class Bench:
         self.temp_images: list[str] = []
 
     # ------------------------------------------------------------------ tracking
-    async def start(self, ready_timeout: float = 60.0) -> Sandbox:
-        sb = await Sandbox.start(self.loaded, image=self.image, ready_timeout=ready_timeout)
+    async def start(self, ready_timeout: float = 60.0, loaded: LoadedSpec | None = None) -> Sandbox:
+        """A tracked sandbox of the bench's spec (or of ``loaded``, its image built if needed)."""
+        if loaded is None:
+            sb = await Sandbox.start(self.loaded, image=self.image, ready_timeout=ready_timeout)
+        else:
+            sb = await Sandbox.start(loaded, ready_timeout=ready_timeout)
         self.live.add(sb)
         return sb
 

@@ -1,4 +1,4 @@
-"""Docker-side probes of the benchmark: cgroup memory, exec and run baselines, leftover sweep.
+"""Docker-side probes of the benchmark: cgroup memory and CPU, exec and run baselines, leftover sweep.
 
 Every function here blocks (docker-py, file reads); callers run them with ``in_thread``.
 """
@@ -20,6 +20,7 @@ log = logging.getLogger(__name__)
 
 MIB = 1024 * 1024
 _CGROUP_V1 = Path("/sys/fs/cgroup/memory/docker")
+_CPUACCT_V1 = Path("/sys/fs/cgroup/cpuacct/docker")
 
 
 def memory(container_id: str) -> dict[str, Any]:
@@ -42,6 +43,18 @@ def memory(container_id: str) -> dict[str, Any]:
     return {"usage": usage, "working_set": usage - inactive, "inactive_file": inactive,
             "rss": stat.get("total_rss", stat.get("anon", 0)), "cache": stat.get("total_cache", stat.get("file", 0)),
             "source": source}
+
+
+def cpu_seconds(container_ids: list[str]) -> float | None:
+    """CPU time the containers used so far (cgroup v1 ``cpuacct.usage``), in seconds; None when
+    those files are not visible to this process."""
+    total = 0
+    for cid in container_ids:
+        try:
+            total += int((_CPUACCT_V1 / cid / "cpuacct.usage").read_text())
+        except (OSError, ValueError):
+            return None
+    return total / 1e9
 
 
 def exec_true(container_id: str, n: int) -> list[float]:

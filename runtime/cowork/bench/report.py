@@ -87,7 +87,46 @@ TARGETS = [
            lambda r: _g(r, "build", "unchanged_s", "p50"),
            _safe(lambda r: f"{r['build']['unchanged_s']['p50']:.3f} s", "-"),
            _safe(lambda r: r["build"]["unchanged_s"]["p50"] <= 0.1, False)),
+    Target("pool acquire of a warm sandbox p50", "<= 5 ms",
+           lambda r: _g(r, "pool", "acquire", "ms", "p50"),
+           _safe(lambda r: f"{r['pool']['acquire']['ms']['p50']:.2f} ms", "-"),
+           _safe(lambda r: r["pool"]["acquire"]["ms"]["p50"] <= 5, False)),
+    Target("verified reset p50, workspace-only spec", "<= 50 ms",
+           lambda r: _g(r, "pool", "reset", "workspace", "ms", "p50"),
+           _safe(lambda r: f"{r['pool']['reset']['workspace']['ms']['p50']:.1f} ms", "-"),
+           _safe(lambda r: r["pool"]["reset"]["workspace"]["ms"]["p50"] <= 50, False)),
+    Target("verified reset p50, spec with 3 services", "<= 100 ms",
+           lambda r: _g(r, "pool", "reset", "services", "ms", "p50"),
+           _safe(lambda r: f"{r['pool']['reset']['services']['ms']['p50']:.1f} ms", "-"),
+           _safe(lambda r: r["pool"]["reset"]["services"]["ms"]["p50"] <= 100
+                 and len(r["pool"]["reset"]["services"]["services"]) >= 3, False)),
+    Target("episodes/s, 8-call agent, pooled vs fresh sandbox", ">= 5x",
+           lambda r: _g(r, "pool", "episode_rate", "ratio"),
+           _safe(lambda r: (f"{r['pool']['episode_rate']['pooled_eps']:.1f} vs "
+                            f"{r['pool']['episode_rate']['fresh_eps']:.2f}/s ({r['pool']['episode_rate']['ratio']:.0f}x)"),
+                 "-"),
+           _safe(lambda r: r["pool"]["episode_rate"]["ratio"] >= 5, False)),
+    Target("environment overhead, 200 ms/turn agent", "<= 5 % of wall, 32 in flight",
+           lambda r: _g(r, "pool", "overhead", "overhead_pct"),
+           _safe(lambda r: (f"{r['pool']['overhead']['overhead_pct']:.1f} % "
+                            f"({r['pool']['overhead']['in_flight']} in flight)"), "-"),
+           _safe(lambda r: r["pool"]["overhead"]["overhead_pct"] <= 5 and r["pool"]["overhead"]["in_flight"] >= 32,
+                 False)),
 ]
+
+
+def overhead_detail(o: dict[str, Any]) -> str:
+    """One overhead run (median of its rounds) in words."""
+    return (f"{o['overhead_pct']:.1f} % with {o['in_flight']} in flight: wall {o['wall_s']:.2f} s vs ideal "
+            f"{o['ideal_s']:.2f} s ({o['waves']} waves of {o['in_flight']} episodes, "
+            f"{o['rounds'][0]['turns_per_episode']:g} turns x {o['think_s'] * 1000:.0f} ms; median of "
+            f"{_n(len(o['rounds']), 'round')}), tool call p50 {o['call_ms_p50']:.1f} ms under that load"
+            + (f"; environment CPU {o['env_cpu_ms_per_episode']:.0f} ms per episode, "
+               f"{o['env_cpu_share_pct']:.0f} % of all cores" if o.get("env_cpu_ms_per_episode") is not None else ""))
+
+
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 @dataclass
@@ -144,5 +183,20 @@ class Report:
         add("throughput c=1 / c=8 / c=32", lambda d: " / ".join(
             f"{d['throughput'][k]['calls_per_s']:.0f}" for k in ("c1", "c8", "c32")) + " calls/s")
         add("new spec thin layer build", lambda d: f"{d['build']['new_layer_s']:.2f} s")
+        add("verified reset p90; server-side p50 (workspace / services)", lambda d: (
+            f"{d['pool']['reset']['workspace']['ms']['p90']:.1f} / {d['pool']['reset']['services']['ms']['p90']:.1f} ms; "
+            f"{d['pool']['reset']['workspace']['server_ms']['p50']:.1f} / "
+            f"{d['pool']['reset']['services']['server_ms']['p50']:.1f} ms (n={d['pool']['reset']['workspace']['ms']['n']} "
+            f"each, {d['pool']['reset']['services']['spec']}: {', '.join(d['pool']['reset']['services']['services'])})"))
+        add("pool acquire p90", lambda d: f"{d['pool']['acquire']['ms']['p90']:.2f} ms (n={d['pool']['acquire']['ms']['n']})")
+        add("episodes/s detail", lambda d: (
+            f"{d['pool']['episode_rate']['concurrency']} at once, medians of "
+            f"{_n(len(d['pool']['episode_rate']['pooled_rounds']), 'round')} of "
+            f"{d['pool']['episode_rate']['pooled_rounds'][0]['episodes']} pooled / "
+            f"{d['pool']['episode_rate']['fresh_rounds'][0]['episodes']} fresh episodes; "
+            f"{d['pool']['episode_rate']['cold_starts']} cold starts in the pool"))
+        add("overhead detail", lambda d: overhead_detail(d["pool"]["overhead"]))
+        if _g(d, "pool", "overhead", "compare"):
+            add("overhead with fewer in flight", lambda d: overhead_detail(d["pool"]["overhead"]["compare"]))
         add("left behind at the end", lambda d: str(d["left_behind"]))
         return out
