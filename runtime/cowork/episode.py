@@ -99,7 +99,7 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
             traj.turn_progress.append(round(grade(spec, ev).completion, 6))
 
     async def loop() -> None:
-        tools = [mcp_tool_to_openai(t) for t in await sb.list_tools()]
+        tools = [mcp_tool_to_openai(t) for t in await sb.tools()]
         traj.tools = tools
         if turn_progress:
             traj.turn_progress = []

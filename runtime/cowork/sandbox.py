@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import hashlib
 import json
 import logging
@@ -109,6 +110,8 @@ class Sandbox:
         self._stack = contextlib.AsyncExitStack()
         self._stopped = False
         self._tools: list | None = None
+        self._initial: dict[str, str] | None = None
+        self._seed_state: Any = None
         #: The state recorded right after the first start (see :meth:`record_pristine`).
         self.pristine: dict[str, Any] | None = None
         #: Episodes begun in this sandbox (a pooled sandbox serves several, reset in between).
@@ -226,9 +229,14 @@ class Sandbox:
 
     # ------------------------------------------------------------------ tools
     async def list_tools(self) -> list:
-        """The MCP tools the sandbox serves (mcp.types.Tool objects)."""
+        """The MCP tools the sandbox serves (mcp.types.Tool objects), asked of the server."""
         self._tools = await self._client.list_tools()
         return self._tools
+
+    async def tools(self) -> list:
+        """The MCP tools, asked once per sandbox: they are fixed by its image, so a pooled
+        sandbox's later episodes reuse the list."""
+        return self._tools if self._tools is not None else await self.list_tools()
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None,
                         timeout: float | None = None) -> ToolResult:
@@ -295,12 +303,14 @@ class Sandbox:
         export = await control_request(self.run_dir, "export_workspace", timeout=60)
         tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
         audit = (self.run_dir / AUDIT_LOG).read_text()
-        initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
-        annotations = _annotations(self._tools or await self.list_tools())
+        initial = self._initial_hashes()
+        annotations = _annotations(await self.tools())
         seed_state = final_state = None
         if self.uses_services:
             dumped = await control_request(self.run_dir, "dump_state")
-            seed_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
+            if self._seed_state is None:  # the seed never changes: read it once per sandbox
+                self._seed_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
+            seed_state = copy.deepcopy(self._seed_state)
             final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
             status["state_hash"] = dumped["final_hash"]
         self.unexported = False
@@ -311,6 +321,11 @@ class Sandbox:
                                      "export": {k: v for k, v in export.items() if k not in ("ok", "path")}},
             state_seed=seed_state, state_final=final_state,
         )
+
+    def _initial_hashes(self) -> dict[str, str]:
+        if self._initial is None:
+            self._initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
+        return dict(self._initial)
 
     async def diagnose(self) -> tuple[str, str]:
         """Say who broke a sandbox that stopped answering, and how.
@@ -366,7 +381,7 @@ class Sandbox:
                 await control_request(self.run_dir, "dump_state", timeout=10)
                 seed_state = json.loads((self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
                 final_state = json.loads((self.run_dir / EXPORT_DIR / "state_final.json").read_text())
-        initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
+        initial = self._initial_hashes()
         return Evidence(
             audit_text=audit, audit_count=None, workspace_tar=tar if tar is not None else _EMPTY_TAR,
             initial=initial, trace=trace or {},
