@@ -1,0 +1,5 @@
+"""Adapters that plug cowork tasks into other projects' training loops (imported on demand).
+
+- :mod:`cowork.integrations.trl`: TRL's ``GRPOTrainer(environment_factory=...)`` (needs the
+  ``trl`` extra: ``pip install 'cowork-runtime[trl]'``).
+"""
