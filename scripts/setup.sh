@@ -50,12 +50,12 @@ command -v debootstrap >/dev/null 2>&1 || {
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq debootstrap >/dev/null
 }
 
-echo "== installing cowork-runtime (editable, with the test and hf extras)"
+echo "== installing cowork-runtime (editable, with the test, hf and trl extras)"
 # torch first, pinned: its CPU build lies on this machine's disk; an open range would make pip
 # fetch a multi-GB CUDA build. With it installed, the hf extra's range adds nothing more.
 "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check torch==2.13.0 2>&1 \
     | grep -v -e "Running pip as the 'root'" || true
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf,trl]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
 
 echo "== building images (base, sandbox) if missing"
 "$PY" -m cowork.cli images build

@@ -99,7 +99,9 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
             traj.turn_progress.append(round(grade(spec, ev).completion, 6))
 
     async def loop() -> None:
-        tools = [mcp_tool_to_openai(t) for t in await sb.tools()]
+        # A pooled sandbox's tool list is asked once (sb.tools caches it); stand-ins may only list.
+        listing = getattr(sb, "tools", None) or sb.list_tools
+        tools = [mcp_tool_to_openai(t) for t in await listing()]
         traj.tools = tools
         if turn_progress:
             traj.turn_progress = []

@@ -122,7 +122,8 @@ class HFEngine:
         rng.manual_seed(sampling.seed if sampling.seed is not None else torch.seed() % (2**63))
         with self._lock, torch.no_grad():
             out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
-            for step in range(sampling.max_tokens):
+            # A forced turn is as long as its text: the token limit is for what the model samples.
+            for step in range(len(forced) if forced is not None else sampling.max_tokens):
                 logits = out.logits[0, -1].float()
                 lp = torch.log_softmax(logits, dim=-1)
                 if forced is not None:
