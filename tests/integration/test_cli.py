@@ -116,3 +116,15 @@ def test_readme_python_api_example_runs(tmp_path):
     # The oracle run passes; the step-by-step sandbox did no work, so its grade fails.
     assert "completed 1.0 True []" in proc.stdout and "fix-csv-report: FAILED" in proc.stdout
     assert (tmp_path / "out" / "grade.json").exists()
+
+
+@pytest.mark.parametrize("opening", ["```python\nimport asyncio\nfrom cowork import SandboxPool",
+                                     "```python\nimport asyncio\nfrom cowork import RolloutRunner\nfrom cowork.agents.tiny"])
+def test_readme_pool_and_training_examples_run(opening):
+    """The README's SandboxPool and training examples run as written (from the checkout)."""
+    readme = (ROOT / "README.md").read_text()
+    start = readme.index(opening)
+    code = readme[start + len("```python\n"):readme.index("```", start + 10)]
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stdout.strip(), out.stderr[-2000:]
