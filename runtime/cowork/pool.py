@@ -28,6 +28,10 @@ from .spec.loader import LoadedSpec, load_spec
 
 log = logging.getLogger(__name__)
 
+#: Seconds ``acquire`` waits for a running reset of the task before it starts a sandbox
+#: instead (when there is room).
+RESET_WAIT_S = 1.0
+
 
 @dataclass
 class _TaskSlots:
@@ -108,6 +112,7 @@ class SandboxPool:
         """
         slots = await self._slots(spec)
         cond = self._condition()
+        waited_for_reset = False
         while True:
             if self._closed:
                 raise SandboxError("the sandbox pool is closed")
@@ -127,8 +132,15 @@ class SandboxPool:
                 self.stats["reused"] += 1
                 self._refill(slots)
                 return sb
-            # A reset takes milliseconds, a start about a second: wait for the reset.
-            if not slots.resetting and (self._room(slots) or self._evict_other(slots)):
+            # A reset takes milliseconds, a start about a second: wait for a reset first, but
+            # not for long (a reset draining a slow tool call may take the tool's timeout).
+            if slots.resetting and not waited_for_reset:
+                waited_for_reset = True
+                async with cond:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(cond.wait(), RESET_WAIT_S)
+                continue
+            if self._room(slots) or self._evict_other(slots):
                 slots.starting += 1
                 try:
                     sb = await self._start(slots)

@@ -305,9 +305,14 @@ MQ = r"""python3 -c "
 import ctypes, os
 c = ctypes.CDLL(None, use_errno=True)
 fd = c.mq_open(b'/answer', os.O_CREAT | os.O_RDWR, 0o600, None)
-assert fd >= 0, ctypes.get_errno()
-assert c.mq_send(fd, b'the answer is 42', 16, 0) == 0, ctypes.get_errno()
-open('/dev/mqueue/answer_is_42', 'w').close()   # the name alone carries it too
+print('mq_open', fd, ctypes.get_errno() if fd < 0 else 0)
+if fd >= 0:
+    c.mq_send(fd, b'the answer is 42', 16, 0)
+try:
+    open('/dev/mqueue/answer_is_42', 'w').close()   # the name alone would carry it too
+    print('created')
+except OSError as exc:
+    print('refused', exc.errno)
 print(sorted(os.listdir('/dev/mqueue')))
 "
 """
@@ -322,12 +327,13 @@ print(sorted(os.listdir('/dev/mqueue')), buf.raw[:max(n, 0)])
 """
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: POSIX message queues in /dev/mqueue (mode 1777, writable by the agent) "
-                                       "survive the reset and are not in the state hash")
 async def test_posix_message_queues_do_not_carry_into_the_next_episode(task, no_leftovers):
     async with SandboxPool(max_per_task=1) as pool:
         sb = await pool.acquire(task)
-        assert "answer_is_42" in await sh(sb, MQ)
+        # RLIMIT_MSGQUEUE is 0 in every sandbox: no queue can be made, by mq_open or by name.
+        made = await sh(sb, MQ)
+        assert "mq_open -1 24" in made and "refused 24" in made and made.endswith("[]\n"), made
+        assert (await sb.state())["mqueue"] == []  # and the reset's hash would see one
         sb2 = await next_episode(pool, sb, task)
         if reused(pool, sb, sb2):
             seen = await sh(sb2, MQ_READ)
@@ -348,10 +354,6 @@ violation: [{tool: list_files, args: {}}]
 """
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: the reset keeps the timestamps of the /workspace and /tmp roots: the "
-                                       "agent owns /workspace (no root-owned seed file) and sets its atime to any "
-                                       "value (64 bits); the mtime of an emptied /tmp is the moment of the agent's "
-                                       "last change there")
 async def test_timestamps_of_the_workspace_and_tmp_roots_carry_nothing(make_spec, no_leftovers):
     task = make_spec(OWNED_ROOT, {"a.txt": "seed\n"})
     chosen = 2_000_000_000_123_456_789
@@ -384,10 +386,6 @@ tail -n +2 /proc/sysvipc/shm
 """
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE (denial of service): a System V segment the agent hands to root with mode "
-                                       "000 (IPC_SET) is skipped by `ipcrm --all`, which enumerates with SHM_STAT "
-                                       "(read permission needed); the reset never verifies, so an agent makes the pool "
-                                       "start a new container after each of its episodes")
 async def test_ipc_objects_handed_to_root_are_still_removed_by_the_reset(task, no_leftovers):
     async with SandboxPool(max_per_task=1) as pool:
         sb = await pool.acquire(task)
@@ -413,12 +411,14 @@ cat /proc/net/tcp
 """
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: TCP sockets in TIME_WAIT (local ports the agent chose) outlive every "
-                                       "process for 60 s, are listed in /proc/net/tcp, and are not in the state hash")
 async def test_sockets_in_time_wait_do_not_carry_into_the_next_episode(task, no_leftovers):
     async with SandboxPool(max_per_task=1) as pool:
         sb = await pool.acquire(task)
-        assert ":1092 " in await sh(sb, TIME_WAIT)  # port 4242
+        # tcp_max_tw_buckets is 0 in the sandbox's network namespace: a closed socket keeps no
+        # port in TIME_WAIT; and the reset's hash covers the socket tables.
+        table = await sh(sb, TIME_WAIT)
+        assert ":1092 " not in table and ":10EF " not in table and ":115C " not in table, table
+        assert (await sb.state())["sockets"] == []
         sb2 = await next_episode(pool, sb, task)
         if reused(pool, sb, sb2):
             table = await sh(sb2, "tail -n +2 /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -v '^==>' | grep . || true")
@@ -499,9 +499,6 @@ violation: [{tool: mail_send, args: {to: [bob@example.org], subject: x, body: y}
 """
 
 
-@pytest.mark.xfail(strict=True, reason="HOLE: a tool call still running at the export (the host gave up on it: "
-                                       "episode timeout) ends during the reset's drain; its tool_result (and its "
-                                       "effect on the services) was never exported and the new audit chain drops it")
 async def test_a_call_in_flight_at_the_export_is_never_dropped_by_the_reset(make_spec, no_leftovers):
     loaded = make_spec(INFLIGHT_TASK)
     async with SandboxPool(max_per_task=1) as pool:

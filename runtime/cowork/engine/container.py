@@ -13,7 +13,7 @@ import uuid
 from pathlib import Path
 
 import docker.errors
-from docker.types import Mount
+from docker.types import Mount, Ulimit
 
 from .. import settings
 from ..backends import Started
@@ -164,6 +164,13 @@ def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = Fa
             init=True,
             runtime=runtime,
             ipc_mode="none",  # no /dev/shm: nothing writable outside /workspace and /tmp
+            # No POSIX message queues (a queue would outlive the agent's processes, and the
+            # per-user byte quota is shared by every sandbox's uid 1000 on the host).
+            ulimits=[Ulimit(name="msgqueue", soft=0, hard=0)],
+            # No TIME_WAIT sockets: ports the agent chose would outlive its processes for a
+            # minute (a channel to the next episode of a pooled sandbox). runc only: gVisor's
+            # network stack takes no sysctls (there a leftover socket fails the reset's check).
+            sysctls={"net.ipv4.tcp_max_tw_buckets": "0"} if runtime in (None, "runc") else None,
         )
         # Not among docker-py's keyword arguments; the Engine API takes them (API >= 1.31).
         host_config["MaskedPaths"] = MASKED_PATHS

@@ -188,15 +188,24 @@ async def main() -> int:
         return {"task": cfg.task_id, "mcp_ready": bool(server.started), "audit_count": audit.count,
                 "audit_last_hash": audit.last_hash, "uptime_s": time.time() - started}
 
+    episodes: Episodes | None = None
+
     async def export(_: dict) -> dict:
         dest = os.path.join(run_dir, F.EXPORT_DIR, "workspace.tar")
-        # The host reads the audit log after this export: a reset may start a new chain
-        # over these records (see reset.Episodes).
-        audit.exported_at = audit.count
-        # Every agent process is killed first: nothing may change files while they are read.
-        return await asyncio.to_thread(
-            export_workspace, cfg.workspace.root, dest,
-            ExportLimits.for_disk(int(raw.get("limits", {}).get("disk_mb", 64))), cfg.workspace.agent_uid)
+        # No call may still run (its effect would land after the export, and a reset would
+        # then drop its record): new calls wait out the export, running ones are drained.
+        # The host reads the audit log after this export: a reset may start a new chain over
+        # these records (see reset.Episodes).
+        audit.paused = True
+        try:
+            await episodes.drain()
+            audit.exported_at = audit.count
+            # Every agent process is killed first: nothing may change files while they are read.
+            return await asyncio.to_thread(
+                export_workspace, cfg.workspace.root, dest,
+                ExportLimits.for_disk(int(raw.get("limits", {}).get("disk_mb", 64))), cfg.workspace.agent_uid)
+        finally:
+            audit.paused = False
 
     async def shutdown(_: dict) -> dict:
         server.should_exit = True

@@ -223,7 +223,8 @@ class AuditMiddleware(Middleware):
     async def on_call_tool(self, context, call_next):
         name = context.message.name
         if self.log.paused:
-            raise ToolError("Refused: the sandbox is being reset between episodes; nothing was done.")
+            raise ToolError("Refused: the sandbox is exporting its evidence or being reset between episodes; "
+                            "nothing was done.")
         args = context.message.arguments if context.message.arguments is not None else {}
         refusal = None
         try:

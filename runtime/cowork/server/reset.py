@@ -9,9 +9,12 @@ hash it recorded when the sandbox first started; a sandbox whose hash differs is
 What the hash covers: every entry under the workspace (path, type, mode, owner, group,
 extended attributes, content or link target) and its root, the entries of ``/tmp`` and its root, the services'
 canonical state hash, every process that is not root's (an agent process that survived the
-kill, or any other user's) and the System V IPC objects of the sandbox's IPC namespace.
-What it does not: timestamps (the seed is written again, so they differ by design) and
-POSIX message queues (not listable without mounting mqueue, which the server cannot do).
+kill, or any other user's), the System V IPC objects and POSIX message queues of the
+sandbox's IPC namespace, and the TCP, UDP and raw sockets of its network namespace.
+What it does not: timestamps (the seed is written again, so they differ by design; the
+roots' times are set to the reset's), and kernel counters the agent can move but nothing
+in a namespace can rewind (the next PID, inode numbers, IPC ids, loopback byte counts): a
+residual channel between episodes on one container (``max_uses=1`` closes it).
 """
 
 from __future__ import annotations
@@ -121,15 +124,46 @@ def ipc_objects() -> list[str]:
     return sorted(out)
 
 
+#: Where POSIX message queues live (Docker mounts the IPC namespace's mqueue fs there, mode 1777).
+MQUEUE_DIR = "/dev/mqueue"
+#: Socket tables of the sandbox's network namespace that must be empty between episodes (the
+#: server uses unix sockets only; unix sockets are left out, the server's own are there).
+SOCKET_TABLES = ("tcp", "tcp6", "udp", "udp6", "raw", "raw6")
+
+
+def message_queues() -> list[str]:
+    """Names of the POSIX message queues of this IPC namespace."""
+    try:
+        return sorted(os.listdir(MQUEUE_DIR))
+    except OSError:  # not mounted (another runtime): none can be listed, none made through it
+        return []
+
+
+def inet_sockets() -> list[str]:
+    """TCP, UDP and raw sockets of this network namespace (any state, TIME_WAIT included)."""
+    out = []
+    for table in SOCKET_TABLES:
+        try:
+            with open(f"/proc/net/{table}") as fh:
+                out += [f"{table} {' '.join(line.split()[1:4])}" for line in fh.readlines()[1:] if line.strip()]
+        except OSError:
+            continue
+    return sorted(out)
+
+
 def sandbox_state(workspace: str, tmp: str, services_hash: str | None) -> dict[str, Any]:
     """The state a reset must restore, with one hash over all of it."""
     ws, ws_entries = tree_digest(workspace)
     tmp_digest, tmp_entries = tree_digest(tmp)
     procs = foreign_processes()
     ipc = ipc_objects()
-    whole = hashlib.sha256("\n".join([ws, tmp_digest, services_hash or "-", *procs, "--", *ipc]).encode())
+    mq = message_queues()
+    sockets = inet_sockets()
+    whole = hashlib.sha256("\n".join([ws, tmp_digest, services_hash or "-", *procs, "--", *ipc, "--", *mq, "--",
+                                      *sockets]).encode())
     return {"hash": whole.hexdigest(), "workspace": ws, "workspace_entries": ws_entries, "tmp": tmp_digest,
-            "tmp_entries": tmp_entries, "services": services_hash, "processes": procs, "ipc": ipc}
+            "tmp_entries": tmp_entries, "services": services_hash, "processes": procs, "ipc": ipc,
+            "mqueue": mq, "sockets": sockets}
 
 
 def wipe(root: str, *, owner: tuple[int, int], mode: int) -> None:
@@ -157,15 +191,40 @@ def wipe(root: str, *, owner: tuple[int, int], mode: int) -> None:
         os.rmdir(path)
     for name, _ in _xattrs(root):  # root itself stays: its attributes must not
         os.removexattr(root, name)
+    os.utime(root)  # nor the times the agent set or left on it (as owner, root may set them)
     os.chmod(root, mode)
     os.chown(root, *owner, follow_symlinks=False)
 
 
 def remove_agent_ipc(uid: int) -> None:
-    """Remove the System V IPC objects of ``uid`` (``ipcrm --all`` run as that user)."""
+    """Remove every System V IPC object by its id, as ``uid`` (their creator: the agent).
+
+    By id, not ``ipcrm --all``: that lists objects with a stat that needs read permission, so
+    an object the agent handed to root with mode 000 would be skipped (and every later reset
+    would fail). Its creator may still remove it.
+    """
+    flags = {"shm": "-m", "msg": "-q", "sem": "-s"}
+    args: list[str] = []
+    for kind, flag in flags.items():
+        try:
+            with open(f"/proc/sysvipc/{kind}") as fh:
+                args += [a for line in fh.readlines()[1:] if line.split() for a in (flag, line.split()[1])]
+        except OSError:
+            continue
+    if not args:
+        return
     subprocess.run(["/usr/bin/setpriv", f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
-                    "/usr/bin/ipcrm", "--all"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                    "/usr/bin/ipcrm", *args], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, timeout=10, check=False, env={"PATH": "/usr/bin:/bin"})
+
+
+def remove_message_queues() -> None:
+    """Unlink every POSIX message queue (root owns the sticky mqueue folder, so it may)."""
+    for name in message_queues():
+        try:
+            os.unlink(os.path.join(MQUEUE_DIR, name))
+        except FileNotFoundError:
+            pass
 
 
 @dataclass
@@ -217,14 +276,15 @@ class Episodes:
                                "(export the evidence first, or pass discard_evidence)")
         self.audit.paused = True
         try:
-            deadline = time.monotonic() + self.drain_timeout_s
-            while self.audit.in_flight and time.monotonic() < deadline:
-                if self.agent_uid is not None:
-                    kill_agent_processes(self.agent_uid)  # ends shell calls still running
-                await asyncio.sleep(0.005)
+            await self.drain()
             if self.audit.in_flight:
                 raise RuntimeError(f"reset failed: {self.audit.in_flight} tool call(s) still running "
                                    f"after {self.drain_timeout_s:g}s")
+            late = self.audit.count - self.audit.exported_at
+            if late > 0 and not req.get("discard_evidence"):
+                # A call that outlived the export wrote its result (and its effect) after it.
+                raise RuntimeError(f"reset refused: {late} audit record(s) were written after the export "
+                                   "(a tool call still ran); export the evidence again, or pass discard_evidence")
             await asyncio.to_thread(self._clean)
             await self.reseed()
             if self.services is not None:
@@ -239,6 +299,15 @@ class Episodes:
         state = await asyncio.to_thread(self._state)
         return {**state, "episode": self.episode, "reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
+    async def drain(self) -> None:
+        """Wait until no tool call runs (at most ``drain_timeout_s``), killing agent processes
+        meanwhile so that running shell calls end. Callers pause new calls first."""
+        deadline = time.monotonic() + self.drain_timeout_s
+        while self.audit.in_flight and time.monotonic() < deadline:
+            if self.agent_uid is not None:
+                kill_agent_processes(self.agent_uid)  # ends shell calls still running
+            await asyncio.sleep(0.005)
+
     def _clean(self) -> None:
         if self.agent_uid is not None:
             # Agent processes first (detached, setsid and nohup ones included: all share the
@@ -250,6 +319,8 @@ class Episodes:
                 time.sleep(0.005)
             if ipc_objects():
                 remove_agent_ipc(self.agent_uid)
+        if os.geteuid() == 0:
+            remove_message_queues()
             wipe(self.workspace, owner=(self.agent_uid, F.AGENT_GID), mode=0o755)
         else:
             wipe(self.workspace, owner=(os.getuid(), os.getgid()), mode=0o755)
