@@ -225,6 +225,21 @@ class TestRunner:
         assert [s.grade.status for s in res.samples] == ["infra_error"] * 2
         assert res.summary["episodes"] == {"total": 2, "infra_error": 2, "infra_retries": 4, "agent_broke_sandbox": 0}
 
+    async def test_resume_runs_again_what_ended_on_an_infrastructure_failure(self, tmp_path, monkeypatch):
+        class DeadPool:
+            async def acquire(self, spec, seed=None):
+                raise SandboxError("docker daemon went away")
+
+        await rollout([CSV], oracle, group_size=2, pool=DeadPool(), infra_retries=0, out_dir=tmp_path)
+        rows, _ = read_results(tmp_path / "results.jsonl")
+        assert [r["grade_status"] for r in rows] == ["infra_error"] * 2
+        fake = FakeEpisodes()  # the daemon is back
+        monkeypatch.setattr(episode, "run_task", fake)
+        res = await rollout([CSV], oracle, group_size=2, out_dir=tmp_path)
+        assert sorted(fake.calls) == [("fix-csv-report", None)] * 2 and res.rewards == [[1.0, 1.0]]
+        rows, _ = read_results(tmp_path / "results.jsonl")
+        assert sorted((r["sample"], r["grade_status"]) for r in rows) == [(0, "graded"), (1, "graded")]
+
     async def test_progress_lines_off_a_terminal(self, fake):
         out = io.StringIO()
         await rollout([CSV], oracle, group_size=4, progress=out)

@@ -269,6 +269,20 @@ class RunFolder:
             if end < self.results.stat().st_size:
                 log.warning("%s: dropping a torn last line (its writer was killed mid-write)", self.results)
                 os.truncate(self.results, end)
+            # An episode that ended on an infrastructure failure says nothing of the agent and
+            # is not done: its line goes (the file is rewritten whole, atomically) and it runs again.
+            failed = [r for r in rows if r.get("grade_status") == "infra_error"]
+            if failed:
+                log.warning("%s: running again %d episode(s) that ended on an infrastructure failure",
+                            self.results, len(failed))
+                rows = [r for r in rows if r.get("grade_status") != "infra_error"]
+                tmp = self.results.with_suffix(".tmp")
+                with open(tmp, "w", encoding="utf-8") as fh:
+                    fh.writelines(json.dumps(r, default=str) + "\n" for r in rows)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.replace(tmp, self.results)
+                _fsync_dir(self.root)
             done: dict[tuple[str, int], dict[str, Any]] = {}
             for row in rows:
                 done.setdefault((row["task"], row["sample"]), row)
