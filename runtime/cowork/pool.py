@@ -142,13 +142,19 @@ class SandboxPool:
                 continue
             if self._room(slots) or self._evict_other(slots):
                 slots.starting += 1
+                sb = None
                 try:
                     sb = await self._start(slots)
                     await sb.begin_episode(seed)
-                except BaseException:
+                except BaseException as exc:
                     slots.starting -= 1
-                    async with cond:
-                        cond.notify_all()
+                    if sb is not None:  # started, then failed its first health check: never leaked
+                        self._owner.pop(sb.id, None)
+                        await asyncio.shield(sb.stop())
+                    await self._notify()
+                    if sb is not None and isinstance(exc, SandboxError):
+                        raise SandboxError(f"task {slots.loaded.spec.id}: health check of the new sandbox "
+                                           f"{sb.name} failed: {exc}") from exc
                     raise
                 slots.starting -= 1
                 slots.busy.add(sb)

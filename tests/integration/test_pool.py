@@ -358,3 +358,16 @@ async def test_reset_undoes_what_lives_outside_files_and_the_workspace_roots_own
         assert r.structured["output"].split() == ["a.txt", "755", "[]"], r.text
         await sb.export_evidence()
         await pool.release(sb)
+
+
+async def test_a_new_sandbox_that_fails_its_first_health_check_is_removed(task, no_leftovers, monkeypatch):
+    from cowork.sandbox import Sandbox
+
+    async def broken(self, seed=None):
+        raise SandboxError("no answer")
+
+    monkeypatch.setattr(Sandbox, "begin_episode", broken)
+    async with SandboxPool(max_per_task=1) as pool:
+        with pytest.raises(SandboxError, match="task pool-reset: health check of the new sandbox .* failed"):
+            await pool.acquire(task)
+        assert pool.total == 0  # and no_leftovers: its container is gone
