@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 import os
 from typing import Any
 
 from ..errors import PolicyError
 from .base import AssistantTurn, ToolCall, parse_arguments
+from .http import post_json
 
 log = logging.getLogger(__name__)
 
@@ -40,40 +39,13 @@ class OpenAIPolicy:
         self.retries = retries
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
-        import httpx2
-
         body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
                                 "max_tokens": self.max_tokens}
         if tools:
             body["tools"] = tools
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        # ASCII-escaped: a lone surrogate the model once produced (kept in the conversation)
-        # would make a UTF-8 body unencodable. NaN cannot occur: tool arguments travel as text.
-        content = json.dumps(body, ensure_ascii=True, default=str).encode("ascii")
-        url = f"{self.base_url}/chat/completions"
-        last = ""
-        async with httpx2.AsyncClient(timeout=self.timeout) as client:
-            for attempt in range(self.retries + 1):
-                try:
-                    resp = await client.post(url, content=content, headers=headers)
-                except httpx2.HTTPError as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-                else:
-                    if resp.status_code == 200:
-                        try:
-                            data = resp.json()
-                        except ValueError as exc:
-                            raise PolicyError(f"chat completion at {url} answered with invalid JSON: "
-                                              f"{resp.text[:300]!r}") from exc
-                        return self._parse(data)
-                    last = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                    if resp.status_code not in (408, 409, 429) and resp.status_code < 500:
-                        break
-                if attempt < self.retries:
-                    await asyncio.sleep(min(0.5 * 2 ** attempt, 8))
-        raise PolicyError(f"chat completion at {url} failed: {last}")
+        data = await post_json(f"{self.base_url}/chat/completions", body, api_key=self.api_key,
+                               timeout=self.timeout, retries=self.retries, what="chat completion")
+        return self._parse(data)
 
     def _parse(self, data: dict[str, Any]) -> AssistantTurn:
         try:

@@ -31,7 +31,6 @@ same quantity as the hf backend's.
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import math
 import os
@@ -42,6 +41,7 @@ from typing import Any, Literal
 from ..errors import PolicyError
 from .base import AssistantTurn, ToolCall, parse_arguments
 from .chat_tokens import ChatTokens
+from .http import post_json
 from .tokens import FinishReason, SamplingSettings, TokenTrajectory
 from .toolparse import OPEN, parse_tool_calls
 
@@ -243,37 +243,8 @@ class VLLMServerClient:
         Raises:
             PolicyError: on a client error, on invalid JSON, or once the retries are spent.
         """
-        import httpx2
-
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        # ASCII-escaped: a lone surrogate the model once wrote (kept in the conversation) would
-        # make a UTF-8 body unencodable.
-        content = json.dumps(body, ensure_ascii=True, default=str).encode("ascii")
-        url = f"{self.base_url}{path}"
-        last = ""
-        async with httpx2.AsyncClient(timeout=self.timeout) as client:
-            for attempt in range(self.retries + 1):
-                try:
-                    resp = await client.post(url, content=content, headers=headers)
-                except httpx2.HTTPError as exc:
-                    last = f"{type(exc).__name__}: {exc}"
-                else:
-                    if resp.status_code == 200:
-                        try:
-                            data = resp.json()
-                        except ValueError as exc:
-                            raise PolicyError(f"{url} answered with invalid JSON: {resp.text[:300]!r}") from exc
-                        if not isinstance(data, dict):
-                            raise PolicyError(f"{url} answered with {type(data).__name__}, not an object")
-                        return data
-                    last = f"HTTP {resp.status_code}: {resp.text[:300]}"
-                    if resp.status_code not in (408, 409, 429) and resp.status_code < 500:
-                        break
-                if attempt < self.retries:
-                    await asyncio.sleep(min(0.5 * 2 ** attempt, 8))
-        raise PolicyError(f"POST {url} failed: {last}")
+        return await post_json(f"{self.base_url}{path}", body, api_key=self.api_key, timeout=self.timeout,
+                               retries=self.retries)
 
 
 def _choice(data: dict[str, Any], url: str) -> dict[str, Any]:
