@@ -231,5 +231,7 @@ async def test_a_symlink_swapped_during_the_call_never_reaches_proc(bg_spec, no_
         for _ in range(60):
             r = await sb.call_tool("read_file", {"path": "reports/x"})
             assert "FASTMCP" not in r.text and "PYTHONPATH" not in r.text, r.text
-            seen.add("ok" if not r.is_error else "refused" if "Permission denied" in r.text else r.text)
-        assert seen <= {"ok", "refused"}, seen
+            # `ln -sfn` unlinks before it links, so the name is sometimes briefly missing
+            seen.add("ok" if not r.is_error else "refused" if "Permission denied" in r.text
+                     else "missing" if "File not found" in r.text else r.text)
+        assert seen <= {"ok", "refused", "missing"} and seen & {"ok", "refused"}, seen

@@ -342,7 +342,8 @@ async def test_reset_undoes_what_lives_outside_files_and_the_workspace_roots_own
         calls = [IPC,
                  "python3 -c \"import os; [os.mkdir('d') or os.chdir('d') for _ in range(1200)]\"",
                  "python3 -c \"import os; os.setxattr('/workspace', 'user.leak', b'secret')\"",
-                 "nohup sh -c 'while :; do sleep 0.05 & done' >/dev/null 2>&1 &",
+                 # paced, so the loop stays under the pids limit (dash exits when a fork fails)
+                 "nohup sh -c 'while :; do sleep 0.05 & sleep 0.01; done' >/dev/null 2>&1 &",
                  "chmod 000 /workspace"]
         for cmd in calls:
             r = await sb.call_tool("shell", {"command": cmd})
