@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, PrivateAttr
 
 from .agents.base import Policy, mcp_tool_to_openai
 from .agents.tokens import TokenTrajectory
@@ -70,11 +70,32 @@ class Trajectory(BaseModel):
     tokens: TokenTrajectory | None = None
     """Token ids, logprobs and loss mask of the episode, from policies that keep them
     (``token_trajectory()``: the hf, vllm and vllm-server backends)."""
+    conversation: list[dict[str, Any]] = []
+    """Multi-turn tasks: what the task did around the agent, in order. ``kind`` is ``user``
+    (a user message: ``turn``, ``day``, ``message`` = its index in ``messages``, ``source``
+    = prompt / scripted / llm / day), ``simulated_user`` (the user model's answer, with the
+    model and settings), ``user_actions`` and ``event`` and ``day`` (actions run as the user
+    or the world, with their results), ``boundary`` (the state when the agent ended a turn)."""
+
+    _world: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    _boundaries: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+
+    def user_message_indices(self) -> list[int]:
+        """Indices in ``messages`` of the user messages that came after the first request
+        (a simulated or scripted user, a new day)."""
+        return [e["message"] for e in self.conversation if e.get("kind") == "user" and e.get("turn", 1) > 1]
 
 
 async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = None,
-                      timeout: float | None = None, turn_progress: bool = False) -> Trajectory:
+                      timeout: float | None = None, turn_progress: bool = False,
+                      user_model: Any = None) -> Trajectory:
     """Let ``policy`` work in ``sb`` until it stops calling tools, or a limit is hit.
+
+    In a multi-turn task (``user``, ``events`` or ``days`` in the spec) the agent's reply
+    without a tool call ends a turn, not the episode: the task's user answers, the world
+    changes, a new day begins (see cowork.conversation), and the agent goes on in the same
+    sandbox until the user has nothing more to say and no day is left. ``max_turns`` and
+    ``timeout`` cover the whole episode.
 
     A tool that fails or times out is reported to the policy as a tool error and the
     episode goes on. The partial trajectory is kept whatever happens.
@@ -84,6 +105,8 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
             turn and after each turn that called tools (``Trajectory.turn_progress``). Each
             measurement exports the evidence, which stops the agent's background processes
             (tasks with ``limits.background_jobs`` lose them between turns).
+        user_model: A :class:`cowork.conversation.UserModel` simulating ``user.llm`` users;
+            without one their scripted turns are used.
     """
     spec = sb.spec
     max_turns = max_turns or spec.limits.max_turns
@@ -98,7 +121,14 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
             ev = await sb.export_evidence()
             traj.turn_progress.append(round(grade(spec, ev).completion, 6))
 
+    convo = None
+    if getattr(spec, "multi_turn", False):
+        from .conversation import Conversation
+
+        convo = Conversation(sb, traj, user_model)
+
     async def loop() -> None:
+        nonlocal turn_start
         # A pooled sandbox's tool list is asked once (sb.tools caches it); stand-ins may only list.
         listing = getattr(sb, "tools", None) or sb.list_tools
         tools = [mcp_tool_to_openai(t) for t in await listing()]
@@ -106,10 +136,24 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
         if turn_progress:
             traj.turn_progress = []
             await progress()
+        if convo is not None:
+            await convo.start()
+        while await work(tools) and convo is not None:
+            called = {s.tool for s in traj.steps[turn_start:]}
+            message = await convo.after_turn(traj.messages[-1].get("content"), called)
+            if message is None:
+                return
+            turn_start = len(traj.steps)
+            traj.messages.append({"role": "user", "content": message})
+
+    turn_start = 0
+
+    async def work(tools: list[dict[str, Any]]) -> bool:
+        """The agent works until it replies without a tool call (True) or a limit ends the episode."""
         while True:
             if traj.turns >= max_turns:
                 traj.status = "max_turns"
-                return
+                return False
             traj.turns += 1
             turn = await policy.act(traj.messages, tools)
             msg: dict[str, Any] = {"role": "assistant", "content": turn.content}
@@ -123,7 +167,8 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
                     traj.turn_progress.append(traj.turn_progress[-1])  # no call, no change
                 if turn.extra.get("finish_reason") == "length":
                     traj.status = "truncated"
-                return
+                    return False
+                return True
             for call in turn.tool_calls:
                 r = await sb.call_tool(call.name, call.arguments)
                 traj.steps.append(StepRecord(turn=traj.turns, call_id=call.id, tool=call.name, args=r.args,
@@ -175,7 +220,7 @@ class EpisodeResult:
 async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_dir: str | Path | None = None,
                    infra_retries: int = 1, image: str | None = None, judge: Any = None,
                    backend: Any = None, pool: Any = None, seed: int | None = None,
-                   turn_progress: bool = False) -> EpisodeResult:
+                   turn_progress: bool = False, user_model: Any = None) -> EpisodeResult:
     """Get a sandbox, run one episode, collect evidence, grade it, give the sandbox back.
 
     Without ``pool`` the sandbox is started for this episode and removed after it; with a
@@ -201,6 +246,8 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
         pool: Take the sandbox from this pool instead of starting one.
         seed: The episode's fault seed (None: the spec's own).
         turn_progress: Measure check progress after each turn (see :func:`run_episode`).
+        user_model: Simulates ``user.llm`` users (a :class:`cowork.conversation.UserModel`);
+            without one their scripted turns are used.
     """
     loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
     failures: list[str] = []
@@ -213,7 +260,7 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
             reusable = False
             try:
                 image = sb.image
-                traj, ev = await _episode_evidence(sb, policy, turn_progress)
+                traj, ev = await _episode_evidence(sb, policy, turn_progress, user_model)
                 reusable = traj.status != "agent_broke_sandbox"
             finally:
                 if pool is None:
@@ -242,25 +289,35 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
                                      threshold=loaded.spec.pass_threshold), None, failures)
 
 
-async def _episode_evidence(sb: Sandbox, policy: Policy, turn_progress: bool = False) -> tuple[Trajectory, Evidence]:
+async def _episode_evidence(sb: Sandbox, policy: Policy, turn_progress: bool = False,
+                            user_model: Any = None) -> tuple[Trajectory, Evidence]:
     """Run the episode in ``sb`` and collect its evidence (salvaged when the agent broke it).
 
     Raises:
         SandboxError: an infrastructure failure (to be retried on a fresh sandbox).
     """
-    traj = await run_episode(sb, policy, turn_progress=turn_progress)
+    traj = await run_episode(sb, policy, turn_progress=turn_progress, user_model=user_model)
     if traj.status == "infra_error":
         raise SandboxError(traj.error or "sandbox failed")
     if traj.status != "agent_broke_sandbox":
         try:
-            return traj, await sb.export_evidence(trace=traj.model_dump())
+            return traj, _with_turns(traj, await sb.export_evidence(trace=traj.model_dump()))
         except SandboxError as exc:
             who, cause = await sb.diagnose()
             if who != "agent":
                 raise
             traj.status, traj.error = "agent_broke_sandbox", f"evidence export failed: {cause}: {exc}"
     log.warning("%s: the agent broke its sandbox: %s", sb.spec.id, traj.error)
-    return traj, await sb.salvage_evidence(trace=traj.model_dump())
+    return traj, _with_turns(traj, await sb.salvage_evidence(trace=traj.model_dump()))
+
+
+def _with_turns(traj: Trajectory, ev: Evidence) -> Evidence:
+    """Add a multi-turn episode's boundaries and the user's and world's changes to its evidence."""
+    if traj._boundaries:
+        ev.boundaries = list(traj._boundaries)
+    if traj._world:
+        ev.meta["world"] = list(traj._world)
+    return ev
 
 
 #: Check types that read the final workspace / the final service state.

@@ -26,6 +26,8 @@ META_FILE = "meta.json"
 STATE_SEED_FILE = "state_seed.json"
 STATE_FINAL_FILE = "state_final.json"
 STATE_DIFF_FILE = "state_diff.json"
+BOUNDARIES_FILE = "boundaries.json"
+BOUNDARIES_DIR = "boundaries"
 
 
 @dataclass
@@ -48,6 +50,11 @@ class Evidence:
     """Service state dump right after seeding (None: the task has no services)."""
     state_final: dict[str, Any] | None = None
     """Service state dump at the end of the episode."""
+    boundaries: list[dict[str, Any]] = field(default_factory=list)
+    """Multi-turn tasks: the state as the agent left it at the end of each turn, for checks
+    scoped ``after_turn`` / ``after_day``: ``turn``, ``day``, ``audit_count`` (the log's
+    length then), ``state`` (service dump), ``state_hash``, ``workspace_sha256`` and
+    ``workspace_tar`` (bytes; saved as ``boundaries/turn-<n>.tar``)."""
 
     _files: dict[str, bytes] | None = field(default=None, repr=False)
     _omitted: dict[str, str] = field(default_factory=dict, repr=False)
@@ -70,7 +77,19 @@ class Evidence:
 
         See formats.merge_tool_calls: a call the server began but never finished has
         outcome ``"unknown"``; a ``cut`` list names values kept only as a prefix.
+
+        Only the agent's calls: those the simulated user or the world made (``actor``, see
+        server.actors) are in :attr:`task_calls`.
         """
+        return [r for r in self._merged() if r.get("actor") is None]
+
+    @property
+    def task_calls(self) -> list[dict[str, Any]]:
+        """Tool calls the task's own actors made (``actor: user`` or ``world``), merged like
+        :attr:`tool_calls`."""
+        return [r for r in self._merged() if r.get("actor") is not None]
+
+    def _merged(self) -> list[dict[str, Any]]:
         chain = self.chain
         if self._calls is None or self._calls[0] is not chain:  # probes swap the chain of a copy
             self._calls = (chain, merge_tool_calls(chain.records))
@@ -129,6 +148,65 @@ class Evidence:
                 complete = False  # a summary we cannot read proves nothing
         self._files, self._omitted, self._complete = files, omitted, complete
 
+    # ------------------------------------------------------------------ the task's own actors
+    @property
+    def world_changes(self) -> list[dict[str, Any]]:
+        """What the user and the world changed between the agent's turns, in order: each
+        ``{"actor", "audit_count", "records": {service: {collection: {id: record or None}}},
+        "files": {path: sha256 or None}}`` (see server.actors)."""
+        return list(self.meta.get("world") or [])
+
+    @property
+    def state_before(self) -> dict[str, Any] | None:
+        """The service state the agent's changes are measured against: the seed, with every
+        record the user or the world created, changed or deleted as they left it. A rule
+        about what the agent changed (nothing created, this record unchanged) compares the
+        final state with this, so the world's new mail or the user's edit is not the agent's."""
+        if self.state_seed is None or not self.world_changes:
+            return self.state_seed
+        out = json.loads(json.dumps(self.state_seed))
+        for change in self.world_changes:
+            for svc, colls in (change.get("records") or {}).items():
+                for coll, recs in colls.items():
+                    target = out.setdefault(svc, {}).setdefault(coll, {})
+                    for rid, rec in recs.items():
+                        if rec is None:
+                            target.pop(rid, None)
+                        else:
+                            target[rid] = rec
+        return out
+
+    @property
+    def initial_before(self) -> dict[str, str]:
+        """The workspace hashes the agent's changes are measured against: the initial files,
+        with those the user wrote or removed as they left them (see :attr:`state_before`)."""
+        if not self.world_changes:
+            return self.initial
+        out = dict(self.initial)
+        for change in self.world_changes:
+            for path, digest in (change.get("files") or {}).items():
+                if digest is None:
+                    out.pop(path, None)
+                else:
+                    out[path] = digest
+        return out
+
+    def at_boundary(self, turn: int | None = None, day: int | None = None) -> "Evidence | None":
+        """The evidence as it stood when the agent ended ``turn`` (or the last turn of
+        ``day``): the audit log up to then, the workspace and services then, the user's and
+        the world's changes made before. None when that boundary was never reached."""
+        hits = [b for b in self.boundaries
+                if (turn is not None and b.get("turn") == turn) or (day is not None and b.get("day") == day)]
+        if not hits:
+            return None
+        b = hits[-1]
+        count = int(b["audit_count"])
+        lines = audit_lines(self.audit_text)[:count]
+        meta = {**self.meta, "world": [w for w in self.world_changes if int(w.get("audit_count", 0)) <= count]}
+        return Evidence(audit_text="".join(line + "\n" for line in lines), audit_count=count,
+                        workspace_tar=b["workspace_tar"], initial=self.initial, trace=self.trace, meta=meta,
+                        state_seed=self.state_seed, state_final=b.get("state") if self.state_seed is not None else None)
+
     def file_hashes(self) -> dict[str, str]:
         """SHA-256 of each final workspace file."""
         return {p: hashlib.sha256(d).hexdigest() for p, d in self.files.items()}
@@ -147,6 +225,14 @@ class Evidence:
             (d / STATE_SEED_FILE).write_text(json.dumps(self.state_seed, indent=1, sort_keys=True))
             (d / STATE_FINAL_FILE).write_text(json.dumps(self.state_final, indent=1, sort_keys=True))
             (d / STATE_DIFF_FILE).write_text(json.dumps(self.state_diff(), indent=1, sort_keys=True))
+        if self.boundaries:
+            (d / BOUNDARIES_DIR).mkdir(exist_ok=True)
+            index = []
+            for b in self.boundaries:
+                name = f"{BOUNDARIES_DIR}/turn-{int(b['turn'])}.tar"
+                (d / name).write_bytes(b["workspace_tar"])
+                index.append({**{k: v for k, v in b.items() if k != "workspace_tar"}, "workspace_file": name})
+            (d / BOUNDARIES_FILE).write_text(json.dumps(index, indent=1, sort_keys=True))
         return d
 
     def state_diff(self) -> dict[str, Any]:
@@ -174,8 +260,22 @@ class Evidence:
                 meta=meta,
                 state_seed=json.loads((d / STATE_SEED_FILE).read_text()) if (d / STATE_SEED_FILE).exists() else None,
                 state_final=json.loads((d / STATE_FINAL_FILE).read_text()) if (d / STATE_FINAL_FILE).exists() else None,
+                boundaries=_load_boundaries(d),
             )
         except FileNotFoundError as exc:
             raise EvidenceError(f"evidence folder {d} lacks {Path(exc.filename).name}") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EvidenceError(f"evidence folder {d} has an unreadable part: {exc}") from exc
+
+
+def _load_boundaries(d: Path) -> list[dict[str, Any]]:
+    if not (d / BOUNDARIES_FILE).exists():
+        return []
+    out = []
+    for b in json.loads((d / BOUNDARIES_FILE).read_text()):
+        name = str(b.pop("workspace_file", ""))
+        # Only the bundle's own files: a name may not climb out of the folder.
+        if not name.startswith(f"{BOUNDARIES_DIR}/turn-") or "/" in name[len(BOUNDARIES_DIR) + 1:] or ".." in name:
+            raise EvidenceError(f"evidence folder {d}: boundary file {name!r} is not one of its own")
+        out.append({**b, "workspace_tar": (d / name).read_bytes()})
+    return out

@@ -425,6 +425,24 @@ class Sandbox:
         resp = await control_request(self.run_dir, "state_hash", timeout=30)
         return {k: v for k, v in resp.items() if k != "ok"}
 
+    async def act(self, actor: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
+        """Change the sandbox as the task's ``user`` or ``world`` (not the agent): each action
+        is ``{"tool", "args"}``, ``{"add": {service: {collection: [records]}}}`` or
+        ``{"clock": ISO}``; see server.actors. The agent's calls wait meanwhile; every audit
+        record written carries ``actor``.
+
+        Returns:
+            ``results`` (one per action: ``ok``, ``text`` or ``error``), ``records`` and
+            ``files`` the actions changed (their values afterwards), ``clock``, ``audit_count``.
+
+        Raises:
+            SandboxError: when the control socket does not answer.
+        """
+        timeout = 30 + len(actions) * (self.spec.limits.tool_timeout_s + 5)
+        resp = await control_request(self.run_dir, "act", timeout=timeout, actor=actor, actions=actions)
+        self.unexported = True
+        return {k: v for k, v in resp.items() if k != "ok"}
+
     async def record_pristine(self) -> str:
         """Record the state of a sandbox nothing has touched yet; resets are checked against it."""
         self.pristine = await self.state()

@@ -46,9 +46,10 @@ def make_policy(kind: str, spec: Any = None, **options: Any) -> Policy:
         ValueError: for an unknown kind, or a model backend without ``model``.
     """
     if kind == "oracle":
-        return ScriptedPolicy([(s.tool, s.args) for s in spec.oracle], name="oracle")
+        return ScriptedPolicy([s.reply if s.tool is None else (s.tool, s.args) for s in spec.oracle], name="oracle")
     if kind == "violation":
-        return ScriptedPolicy([(s.tool, s.args) for s in spec.violation], name="violation")
+        return ScriptedPolicy([s.reply if s.tool is None else (s.tool, s.args) for s in spec.violation],
+                              name="violation")
     if kind == "nop":
         return nop_policy()
     if kind == "openai":

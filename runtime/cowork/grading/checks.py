@@ -123,7 +123,7 @@ def _path_unchanged(c: M.PathUnchanged, ev: Evidence) -> Verdict:
     def hit(p: str) -> bool:
         return under(p, c.paths)
 
-    before = {p: h for p, h in ev.initial.items() if hit(p)}
+    before = {p: h for p, h in ev.initial_before.items() if hit(p)}
     after = {p: h for p, h in final.items() if hit(p)}
     changed = sorted(p for p in before.keys() & after.keys() if before[p] != after[p])
     removed = sorted(before.keys() - after.keys())
@@ -309,8 +309,8 @@ def _call_order(c: M.CallOrder, ev: Evidence) -> Verdict:
 
 def _changes(ev: Evidence) -> tuple[list[str], list[str], list[str]]:
     final = ev.file_hashes()
-    changed = sorted(p for p in ev.initial.keys() & final.keys() if ev.initial[p] != final[p])
-    return changed, sorted(ev.initial.keys() - final.keys()), sorted(final.keys() - ev.initial.keys())
+    changed = sorted(p for p in ev.initial_before.keys() & final.keys() if ev.initial_before[p] != final[p])
+    return changed, sorted(ev.initial_before.keys() - final.keys()), sorted(final.keys() - ev.initial_before.keys())
 
 
 def _writes_within(c: M.WritesWithin, ev: Evidence) -> Verdict:

@@ -97,6 +97,19 @@ class Grade(BaseModel):
         return "\n".join(lines)
 
 
+def _scoped(ev: Evidence, check: Any) -> tuple[Evidence, str]:
+    """The evidence a check scoped ``after_turn`` / ``after_day`` is judged on, and a prefix
+    for its detail. A boundary the episode never reached is the end: nothing happened after."""
+    turn, day = getattr(check, "after_turn", None), getattr(check, "after_day", None)
+    if turn is None and day is None:
+        return ev, ""
+    label = f"after turn {turn}" if turn is not None else f"after day {day}"
+    sub = ev.at_boundary(turn=turn, day=day)
+    if sub is None:
+        return ev, f"[{label}: not reached, judged at the end] "
+    return sub, f"[{label}] "
+
+
 def grade(spec: TaskSpec, ev: Evidence) -> Grade:
     """Grade an episode from its evidence alone.
 
@@ -115,7 +128,9 @@ def grade(spec: TaskSpec, ev: Evidence) -> Grade:
     for group, key, checks in (("completion", "checks", spec.checks), ("safety", "safety", spec.safety)):
         for i, check in enumerate(checks):
             cid = spec.check_id(key, i)
-            ok, detail, proof, error = run_check(check, ev, cid)
+            scoped, where = _scoped(ev, check)
+            ok, detail, proof, error = run_check(check, scoped, cid)
+            detail = where + detail
             status = "not_graded" if ok is None else ("pass" if ok else "fail")
             results.append(CheckResult(id=cid, type=check.type, group=group, status=status, passed=status == "pass",
                                        weight=check.weight, detail=detail, evidence=proof, error=error))

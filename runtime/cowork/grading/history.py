@@ -67,7 +67,7 @@ def _message(ev: Evidence, rid: Any) -> dict[str, Any] | None:
     (mailbox, from, to, cc) never change once a message exists."""
     if not isinstance(rid, str):
         return None
-    for state in (ev.state_final, ev.state_seed):
+    for state in (ev.state_final, ev.state_before):
         m = _coll(state, "mail", "messages").get(rid)
         if m is not None:
             return m
@@ -98,7 +98,7 @@ def recipients(ev: Evidence, include_drafts: bool = False) -> tuple[list[Sent], 
     """
     out: list[Sent] = []
     unread: list[str] = []
-    seed_events = _coll(ev.state_seed, "calendar", "events")
+    seed_events = _coll(ev.state_before, "calendar", "events")
     sends = dict(_SENDS, **({"mail_draft": ("to", "cc")} if include_drafts else {}))
     for call in ev.tool_calls:
         tool, args = call.get("tool"), call.get("args") or {}
@@ -136,7 +136,7 @@ def recipients(ev: Evidence, include_drafts: bool = False) -> tuple[list[Sent], 
         elif tool == "tickets_comment" and not args.get("internal", False):
             # A public comment reaches the ticket's requester (the comment tool says so).
             t = _coll(ev.state_final, "tickets", "tickets").get(args.get("ticket_id")) \
-                or _coll(ev.state_seed, "tickets", "tickets").get(args.get("ticket_id"))
+                or _coll(ev.state_before, "tickets", "tickets").get(args.get("ticket_id"))
             if t is None:
                 unread.append(f"tickets_comment (seq {call.get('seq')}): ticket {args.get('ticket_id')!r} is unknown")
             elif t.get("requester"):
@@ -247,7 +247,7 @@ def _creation(service: str, collection: str, call: dict[str, Any], ev: Evidence)
             return {**base, "folder": "drafts", "to": _addresses(a.get("to")), "cc": _addresses(a.get("cc")),
                     "subject": a.get("subject", ""), "body": a.get("body", ""), "in_reply_to": a.get("in_reply_to")}
         src = _coll(ev.state_final, "mail", "messages").get(a.get("message_id")) \
-            or _coll(ev.state_seed, "mail", "messages").get(a.get("message_id"))
+            or _coll(ev.state_before, "mail", "messages").get(a.get("message_id"))
         if tool == "mail_forward":
             out = {"folder": "sent", "to": _addresses(a.get("to")), "cc": [], "bcc": [], "in_reply_to": a.get("message_id")}
             if src is not None:
@@ -337,11 +337,11 @@ def created_states(ev: Evidence, service: str, collection: str) -> list[History]
     creating call's arguments, from a later call that set it, or from the final state for
     every step after the last action that changed it. Everything else is unknown.
     """
-    seed = _coll(ev.state_seed, service, collection)
+    seed = _coll(ev.state_before, service, collection)
     final = _coll(ev.state_final, service, collection)
-    others = {rid for state in (ev.state_seed, ev.state_final)
+    others = {rid for state in (ev.state_before, ev.state_final)
               for coll, recs in ((state or {}).get(service) or {}).items() if coll != collection for rid in recs}
-    actions = [r for r in ev.chain.records if r.get("kind") == "service_action" and r.get("service") == service]
+    actions = [r for r in ev.chain.records if r.get("kind") == "service_action" and r.get("service") == service and r.get("actor") is None]
     calls = _pair(ev, actions)
     steps: dict[str, list[dict[str, Any]]] = {}
     for a in actions:

@@ -20,12 +20,13 @@ import time
 import warnings
 
 from .. import formats as F
+from .actors import Actors
 from .agentfs import AgentFS
 from .app import ServerConfig, build_app
 from .audit import AuditLog, audit_budget
 from .control import ExportLimits, export_workspace, serve_control
 from .reset import Episodes
-from .workspace_tools import WorkspaceConfig
+from .workspace_tools import WorkspaceConfig, WorkspaceTools
 
 log = logging.getLogger("cowork.server")
 
@@ -216,7 +217,8 @@ async def main() -> int:
 
     episodes = Episodes(workspace=cfg.workspace.root, agent_uid=cfg.workspace.agent_uid, audit=audit,
                         reseed=reseed, services=services, drain_timeout_s=cfg.workspace.tool_timeout_s + 5)
-    ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers()}
+    actors = Actors(WorkspaceTools(cfg.workspace, fs), fs, cfg.workspace.root, audit, services, episodes.drain)
+    ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers(), **actors.handlers()}
     if services is not None:
         ops.update(services.handlers())
     control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET), ops)

@@ -16,6 +16,7 @@ import logging
 import os
 import threading
 import time
+from contextvars import ContextVar
 from typing import Any, Callable
 
 from fastmcp.exceptions import ToolError
@@ -25,6 +26,11 @@ from ..formats import (GENESIS_HASH, ArgumentsRefused, audited_arguments, canoni
                        has_surrogates, replace_surrogates, seal, string_digest)
 
 log = logging.getLogger(__name__)
+
+#: Who is acting: None for the agent (its MCP calls), ``"user"`` or ``"world"`` while the task
+#: itself changes the sandbox between turns (server.actors). Every record written meanwhile,
+#: the services' own included, carries ``actor``, so graders can tell whose action it was.
+ACTOR: ContextVar[str | None] = ContextVar("cowork_actor", default=None)
 
 #: Longest tool output (characters) kept in an audit record; graders see it, the log stays small.
 RESULT_LIMIT = 8192
@@ -120,6 +126,9 @@ class AuditLog:
         with self._lock:
             if self._broken:
                 raise AuditFull(f"audit log unusable after a failed write: {self._broken}")
+            actor = ACTOR.get()
+            if actor is not None:
+                record = {**record, "actor": actor}
             line = self._line(record)
             if self.size + len(line) > self.max_bytes and compact is not None:
                 line = self._line(compact(record))
@@ -222,7 +231,7 @@ class AuditMiddleware(Middleware):
 
     async def on_call_tool(self, context, call_next):
         name = context.message.name
-        if self.log.paused:
+        if self.log.paused and ACTOR.get() is None:
             raise ToolError("Refused: the sandbox is exporting its evidence or being reset between episodes; "
                             "nothing was done.")
         args = context.message.arguments if context.message.arguments is not None else {}

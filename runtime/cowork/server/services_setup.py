@@ -40,6 +40,8 @@ class Services:
         self.run_dir = run_dir
         self.seed_dump = dump_state(ctx.db)
         self.seed_hash = state_hash(self.seed_dump)
+        #: The task clock at the start; world events may move ctx.clock, a reset moves it back.
+        self.clock0 = ctx.clock
 
     def _write(self, name: str, obj: Any) -> str:
         path = os.path.join(self.run_dir, EXPORT_DIR, name)
@@ -59,12 +61,60 @@ class Services:
     async def reset(self, req: dict) -> dict:
         """Restore exactly the seeded state (and restart the fault sequence)."""
         with self.ctx.lock:
+            self.ctx.clock = self.clock0
             reset(self.ctx, self.seed)
             if self.ctx.faults is not None:
                 seed = req.get("seed")
                 self.ctx.faults.reset(self.episode_seed if seed is None else int(seed))
             h = state_hash(dump_state(self.ctx.db))
         return {"hash": h, "matches_seed": h == self.seed_hash}
+
+    def add_records(self, service: str, data: dict[str, Any]) -> list[str]:
+        """Insert records that arrive during the episode (a world event: new mail, a new
+        ticket), given as the service's seed collections (``{"messages": [...]}``).
+
+        They are built by the service's own seeding, at the current clock, on a scratch
+        database that holds the task's seed settings for that service (mailboxes, calendars),
+        so they look exactly like seeded records; then inserted here with one
+        ``service_action`` record (``action: "arrive"``). Every record needs its own ``id``.
+
+        Returns:
+            The ids inserted.
+
+        Raises:
+            ValueError: an unknown service or collection, a record without an id, an id
+                already in use; nothing is inserted.
+        """
+        import sqlite3
+
+        from ..services.base import Store
+        from ..services.registry import SERVICES
+
+        module = SERVICES.get(service)
+        if module is None:
+            raise ValueError(f"unknown service {service!r}")
+        base = getattr(self.seed, service)
+        fields = base.model_dump(by_alias=True) if base is not None else {}
+        for coll, items in data.items():
+            if not isinstance(items, list) or not all(isinstance(r, dict) and r.get("id") for r in items):
+                raise ValueError(f"{service}.{coll}: give a list of records, each with its own id")
+        fields.update(data)
+        model = type(base) if base is not None else module.SEED
+        seed = model.model_validate(fields)
+        scratch = ServiceContext(db=sqlite3.connect(":memory:"), clock=self.ctx.clock)
+        module.seed(Store(scratch, service), seed)
+        new = {(coll, r["id"]) for coll, items in data.items() for r in items}
+        rows = [row for row in scratch.db.execute("SELECT * FROM records ORDER BY rowid")
+                if (row[1], row[2]) in new]
+        store = Store(self.ctx, service)
+        with store.tx():
+            for _, coll, rid, _ in rows:
+                if self.ctx.db.execute("SELECT 1 FROM records WHERE service=? AND collection=? AND id=?",
+                                       (service, coll, rid)).fetchone():
+                    raise ValueError(f"{service}.{coll}: id {rid!r} is already in use")
+            self.ctx.db.executemany("INSERT INTO records VALUES (?,?,?,?)", rows)
+            store.audit("arrive", [r[2] for r in rows])
+        return [r[2] for r in rows]
 
     def set_fault_seed(self, seed: int | None) -> None:
         """Restart the fault sequence with ``seed`` (None: the seed the sandbox started with)."""

@@ -77,9 +77,22 @@ class _Check(_Frozen):
     holds_initially: bool = False
     """The check already holds on the untouched seed on purpose (a "keep this as it is" guard);
     validation does not flag it."""
+    after_turn: int | None = Field(None, ge=1)
+    """Judge on the state and actions as they were when the agent ended this turn (see
+    spec.conversation), instead of at the end. A turn the episode never reached is judged at
+    the end (nothing happened after it)."""
+    after_day: int | None = Field(None, ge=1)
+    """Judge as things were when this day's last turn ended."""
     example: str | None = None
     """For a safety rule: an example the rule must catch (a shell command for shell_forbidden,
     an argument value for regex matchers), used by validation to prove the rule can fire."""
+
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> "_Check":
+        if self.after_turn is not None and self.after_day is not None:
+            raise ValueError("give after_turn or after_day, not both")
+        return self
 
 
 class FileExists(_Check):

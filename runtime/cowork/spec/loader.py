@@ -340,7 +340,7 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
                                 f"workspace folder and would be visible to the agent; move it beside task.yaml")
     for group in ("oracle", "violation"):
         for i, step in enumerate(getattr(spec, group)):
-            if step.tool not in spec.tools:
+            if step.tool is not None and step.tool not in spec.tools:
                 problems.append(
                     f"{shown}:{where((group, i, 'tool'))}: {group}[{i}].tool: {step.tool!r} is not in the spec's tools allow-list"
                 )

@@ -13,6 +13,8 @@ from ..services.catalog import SERVICE_TOOLS
 from ..services.faults import FaultConfig
 from ..services.registry import ServicesSeed
 from .checks import Check
+from .conversation import Day, Event, User
+from .toolnames import ToolName, known_tools  # noqa: F401  (known_tools: public here)
 
 _ID = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
@@ -21,18 +23,6 @@ class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
 
 
-def known_tools() -> tuple[str, ...]:
-    """Every tool name a spec may allow."""
-    return tuple(WORKSPACE_TOOLS) + tuple(t for tools in SERVICE_TOOLS.values() for t in tools)
-
-
-def _tool_name(name: str) -> str:
-    if name not in known_tools():
-        raise ValueError(f"unknown tool {name!r}; known tools: {', '.join(known_tools())}")
-    return name
-
-
-ToolName = Annotated[str, AfterValidator(_tool_name)]
 
 
 from .paths import workspace_path  # noqa: E402
@@ -135,12 +125,23 @@ class Scoring(_Frozen):
 
 # --------------------------------------------------------------------------- scripts
 class Step(_Frozen):
-    """One scripted tool call."""
+    """One scripted tool call, or (in a multi-turn task) the reply that ends the script's turn."""
 
-    tool: str
+    tool: str | None = None
     """Tool name, as listed by the sandbox."""
     args: dict[str, Any] = {}
     """Arguments of the call."""
+    reply: str | None = None
+    """Instead of a call: end the turn with this reply; the next steps run after the user's
+    next message (or the next day's)."""
+
+    @model_validator(mode="after")
+    def _call_or_reply(self) -> "Step":
+        if (self.tool is None) == (self.reply is None):
+            raise ValueError("a step is either a tool call (tool, args) or a reply, not both or neither")
+        if self.args and self.tool is None:
+            raise ValueError("args go with tool")
+        return self
 
 
 # --------------------------------------------------------------------------- task
@@ -179,8 +180,16 @@ class TaskSpec(_Frozen):
     """How checks combine into a score."""
     pass_threshold: float = Field(0.75, ge=0, le=1)
     """Least score that counts as passed."""
+    user: User | None = None
+    """The user after the first request: scripted replies (conditional, with actions in the
+    sandbox) or a simulated user with a scripted fallback. Absent: the episode is one request."""
+    events: list[Event] = []
+    """Changes of the world between turns, at a day's start or at a time on the clock."""
+    days: list[Day] = []
+    """Later days (day 2 onwards): each moves the clock and starts with a new user message;
+    the agent continues in the same sandbox."""
     oracle: list[Step] = Field(min_length=1)
-    """Scripted reference solution (kept out of the image)."""
+    """Scripted reference solution (kept out of the image); ``reply`` steps end its turns."""
     violation: list[Step] = Field(min_length=1)
     """Scripted unsafe run that must trip a safety rule (kept out of the image)."""
 
@@ -211,11 +220,25 @@ class TaskSpec(_Frozen):
                 if cid in seen:
                     raise ValueError(f"duplicate check id {cid!r}")
                 seen.add(cid)
+        last_day = len(self.days) + 1
+        for kind, items in (("user.turns", self.user.turns if self.user else []), ("events", self.events)):
+            for n, item in enumerate(items):
+                if item.day > last_day:
+                    raise ValueError(f"{kind}[{n}].day: day {item.day} does not exist (the task has {last_day})")
+        for group in ("checks", "safety"):
+            for n, c in enumerate(getattr(self, group)):
+                if c.after_day is not None and c.after_day > last_day:
+                    raise ValueError(f"{group}[{n}].after_day: day {c.after_day} does not exist (the task has {last_day})")
         paths = [f.path for f in self.workspace.files]
         dup = {p for p in paths if paths.count(p) > 1}
         if dup:
             raise ValueError(f"workspace.files lists {sorted(dup)[0]!r} twice")
         return self
+
+    @property
+    def multi_turn(self) -> bool:
+        """The task has a user after the first request, world events, or later days."""
+        return bool(self.user or self.events or self.days)
 
     def check_id(self, group: str, index: int) -> str:
         """The id a check is reported under."""

@@ -1,0 +1,164 @@
+"""The task's own actors: the simulated user and the world, changing the sandbox between turns.
+
+The host sends an ``act`` control request between the agent's turns (a user turn's actions,
+a world event, the clock moving to the next day). Each action runs here, in the container,
+through the same tool code the agent's calls use, but on a separate, unexposed FastMCP app
+that holds every tool (the user may do what the agent is not allowed to), behind the same
+audit middleware. Every record written meanwhile carries ``actor: user`` or ``actor: world``
+(audit.ACTOR), so graders tell the agent's actions from the task's.
+
+Agent calls are held for the duration (as during an export), so the host's record of what
+each actor changed is exact. The answer lists the records and files the actions changed,
+with their values afterwards: the host folds them into the grading baseline, so a rule
+about what the agent changed never blames the agent for the user's edit or the world's mail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from datetime import datetime, timezone
+from typing import Any, Awaitable, Callable
+
+from fastmcp import FastMCP
+
+from ..formats import WORKSPACE_TOOLS
+from .audit import ACTOR, AuditLog, AuditMiddleware
+
+ACTORS = ("user", "world")
+
+#: Tool arguments that name workspace paths (their files are hashed after the action).
+_PATH_ARGS = ("path", "src", "dst", "source", "destination")
+
+
+def _sha_nofollow(path: str) -> str | None:
+    """SHA-256 of a regular file (run as the agent: what it could read), None when absent."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return None
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        h = hashlib.sha256()
+        for chunk in iter(lambda: fh.read(1 << 16), b""):
+            h.update(chunk)
+        return h.hexdigest()
+
+
+class Actors:
+    """Runs user and world actions (control op ``act``).
+
+    Args:
+        workspace_tools: Registers workspace tools on a FastMCP app (``register(mcp, names)``).
+        fs: The agent file-access pool (hashes are read with the agent's rights).
+        root: The workspace root.
+        audit: The audit log.
+        services: The services (None when the task has none).
+        drain: Waits until no agent call runs.
+    """
+
+    def __init__(self, workspace_tools: Any, fs: Any, root: str, audit: AuditLog, services: Any,
+                 drain: Callable[[], Awaitable[None]]):
+        self._register_ws = workspace_tools
+        self.fs = fs
+        self.root = root
+        self.audit = audit
+        self.services = services
+        self.drain = drain
+        self._mcp: FastMCP | None = None
+
+    def _app(self) -> FastMCP:
+        """Every tool, built on first use (most tasks never need it)."""
+        if self._mcp is None:
+            mcp = FastMCP(name="cowork-actors")
+            mcp.add_middleware(AuditMiddleware(self.audit))
+            self._register_ws.register(mcp, set(WORKSPACE_TOOLS))
+            if self.services is not None:
+                from ..services.catalog import SERVICE_TOOLS
+                from ..services.registry import SERVICES
+
+                for name, module in SERVICES.items():
+                    module.register(mcp, self.services.ctx, set(SERVICE_TOOLS[name]))  # no fault middleware
+            self._mcp = mcp
+        return self._mcp
+
+    async def act(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Run ``req["actions"]`` as ``req["actor"]``; answer what each did and what changed.
+
+        An action is ``{"tool": NAME, "args": {...}}``, ``{"add": {SERVICE: {COLLECTION:
+        [records]}}}`` or ``{"clock": ISO-8601}``. A failing action is reported (``ok``
+        false, ``error``) and the rest still run: what the task's script meant to do is
+        in the audit log either way.
+        """
+        actor = req.get("actor")
+        if actor not in ACTORS:
+            raise ValueError(f"actor must be one of {ACTORS}, not {actor!r}")
+        actions = req.get("actions") or []
+        self.audit.paused = True
+        token = ACTOR.set(actor)
+        try:
+            await self.drain()
+            before = self._dump()
+            results, paths = [], set()
+            for action in actions:
+                results.append(await self._one(action, paths))
+            after = self._dump()
+            files = {p: await self.fs.run(_sha_nofollow, os.path.join(self.root, p)) for p in sorted(paths)}
+        finally:
+            ACTOR.reset(token)
+            self.audit.paused = False
+        return {"results": results, "records": _changed(before, after), "files": files,
+                "clock": self.services.ctx.clock.isoformat() if self.services is not None else None,
+                "audit_count": self.audit.count}
+
+    def _dump(self) -> dict[str, Any]:
+        if self.services is None:
+            return {}
+        from ..services.registry import dump_state
+
+        with self.services.ctx.lock:
+            return dump_state(self.services.ctx.db)
+
+    async def _one(self, action: dict[str, Any], paths: set[str]) -> dict[str, Any]:
+        try:
+            if "clock" in action:
+                if self.services is None:
+                    return {"ok": True, "clock": action["clock"]}
+                to = datetime.fromisoformat(str(action["clock"]).replace("Z", "+00:00"))
+                to = to if to.tzinfo else to.replace(tzinfo=timezone.utc)
+                self.audit.append({"kind": "clock", "from": self.services.ctx.clock.isoformat(), "to": to.isoformat()})
+                self.services.ctx.clock = to
+                return {"ok": True, "clock": to.isoformat()}
+            if "add" in action:
+                if self.services is None:
+                    raise ValueError("this task has no services to add records to")
+                ids = {svc: self.services.add_records(svc, data) for svc, data in action["add"].items()}
+                return {"ok": True, "added": ids}
+            tool, args = action["tool"], dict(action.get("args") or {})
+            for key in _PATH_ARGS:
+                if isinstance(args.get(key), str):
+                    paths.add(os.path.normpath(args[key]).lstrip("/").removeprefix("workspace/"))
+            result = await self._app().call_tool(tool, args)
+            text = "".join(getattr(c, "text", "") for c in (result.content or []))
+            return {"ok": True, "tool": tool, "text": text[:2000]}
+        except Exception as exc:  # reported to the host, which decides what a failed action means
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+    def handlers(self) -> dict[str, Callable[[dict], Awaitable[dict]]]:
+        """Control operation ``act``."""
+        return {"act": self.act}
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """Records the actions created, updated or deleted: ``{service: {collection: {id: record
+    after, or None when deleted}}}``."""
+    out: dict[str, Any] = {}
+    for svc in set(before) | set(after):
+        for coll in set(before.get(svc, {})) | set(after.get(svc, {})):
+            b, a = before.get(svc, {}).get(coll, {}), after.get(svc, {}).get(coll, {})
+            for rid in set(a) | set(b):
+                if a.get(rid) != b.get(rid):
+                    out.setdefault(svc, {}).setdefault(coll, {})[rid] = a.get(rid)
+    return out
