@@ -61,8 +61,13 @@ async def _episodes(args: argparse.Namespace, specs: list, *, group_size: int, o
         from .grading.judge import LLMJudge
 
         judge = LLMJudge(model=args.judge_model, base_url=args.judge_base_url)
+    user_model = None
+    if args.user_model:
+        from .conversation import UserModel
+
+        user_model = UserModel(model=args.user_model, base_url=args.user_base_url)
     async with RolloutRunner(concurrency=args.concurrency, pool_size=args.pool_size, reward=args.reward,
-                             turn_progress=args.turn_progress,
+                             turn_progress=args.turn_progress, user_model=user_model,
                              progress=progress, judge=judge) as runner:
         return await runner.rollout(specs, lambda spec: make_policy(args.agent, spec, **opts), group_size=group_size,
                                     seed=args.seed, out_dir=out, on_episode=on_episode)
@@ -307,6 +312,11 @@ def _episode_arguments(p: argparse.ArgumentParser, *, concurrency: int) -> None:
                    help="grade the checks after every turn too (turn-level credit: `cowork export --reward turn`)")
     p.add_argument("--judge-model", help="LLM judge model for rubric items (OpenAI-compatible; key from $OPENAI_API_KEY)")
     p.add_argument("--judge-base-url", help="endpoint of the judge (default $OPENAI_BASE_URL)")
+    p.add_argument("--user-model", help="simulate the users of multi-turn specs with `user.llm` with this model "
+                   "(OpenAI-compatible; key from $COWORK_USER_API_KEY or $OPENAI_API_KEY); without it their "
+                   "scripted turns answer")
+    p.add_argument("--user-base-url", help="endpoint of the user model (default $COWORK_USER_BASE_URL, "
+                   "then $OPENAI_BASE_URL)")
     p.add_argument("--json", action="store_true", help="print JSON")
 
 

@@ -438,6 +438,8 @@ class RolloutRunner:
         backend: Where the runner's own pool runs sandboxes (a backend name or instance).
         turn_progress: Measure the checks' progress after every turn of every episode
             (``Trajectory.turn_progress``, for turn-level credit; see cowork.rewards).
+        user_model: Simulates the users of specs with ``user.llm`` (a
+            :class:`cowork.conversation.UserModel`); without one their scripted turns are used.
 
     Raises:
         ValueError: a limit below 1, or an unknown reward name.
@@ -446,7 +448,7 @@ class RolloutRunner:
     def __init__(self, *, concurrency: int = 8, pool: Any = None, pool_size: int | None = None,
                  out_dir: str | os.PathLike | None = None, reward: Reward = "score", infra_retries: int = 1,
                  progress: bool | TextIO = False, judge: Any = None, backend: Any = None,
-                 turn_progress: bool = False):
+                 turn_progress: bool = False, user_model: Any = None):
         if concurrency < 1 or (pool_size is not None and pool_size < 1) or infra_retries < 0:
             raise ValueError(f"need concurrency >= 1, pool_size >= 1, infra_retries >= 0; got {concurrency}, "
                              f"{pool_size}, {infra_retries}")
@@ -461,6 +463,7 @@ class RolloutRunner:
         self.judge = judge
         self.backend = backend
         self.turn_progress = turn_progress
+        self.user_model = user_model
         self._pool = pool
         self._own_pool = pool is None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -578,7 +581,8 @@ class RolloutRunner:
         t0 = time.monotonic()
         # Looked up on the module at call time, so tests can stand in for run_task.
         res = await episode.run_task(loaded, policy, infra_retries=self.infra_retries, judge=self.judge, pool=pool,
-                                     seed=seed, **({"turn_progress": True} if self.turn_progress else {}))
+                                     seed=seed, **({"turn_progress": True} if self.turn_progress else {}),
+                                     **({"user_model": self.user_model} if self.user_model is not None else {}))
         return RolloutSample(task=loaded.spec.id, group=group, sample=s, seed=seed, grade=res.grade,
                              trajectory=res.trajectory, reward=reward_for(res.grade, self.reward),
                              infra_failures=list(res.infra_failures), evidence=res.evidence,
