@@ -151,6 +151,9 @@ def probe_rule(spec: TaskSpec, index: int, ev: Evidence) -> tuple[bool, str]:
         probe = make_probe(rule, ev)
     except NoProbe as exc:
         return False, str(exc)
+    if probe.boundaries:  # a rule scoped to a turn is probed on the probe's own (final) state
+        probe = copy.copy(probe)
+        probe.boundaries = []
     g = grade(spec, probe)
     fired = rid in g.violations
     return fired, ("a generated probe makes it fire" if fired
