@@ -3,9 +3,17 @@
 import pytest
 
 from fakes import FakeChatServer
+from cowork import settings
 from cowork.agents.user_sim import SimulatedUser
 from cowork.errors import PolicyError
 from cowork.spec.conversation import LLMUser
+
+
+@pytest.fixture(autouse=True)
+def _fresh_settings():
+    """Settings are read once; tests that set COWORK_USER_* re-read them, and leave them fresh."""
+    yield
+    settings.reload()
 
 LLM = LLMUser(persona="Dana, a terse office manager", goal="get the Q3 report mailed to finance",
               facts=["the report is reports/q3.pdf", "finance is finance@acme.test"], temperature=0.3)
@@ -144,6 +152,7 @@ class TestResetAndDefaults:
         monkeypatch.setenv("OPENAI_BASE_URL", "http://openai-host/v1")
         monkeypatch.setenv("COWORK_USER_API_KEY", "user-key")
         monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
+        settings.reload()
         user = SimulatedUser(LLM, FIRST, model="m")
         assert (user.base_url, user.api_key) == ("http://user-host/v1", "user-key")
 
@@ -152,6 +161,7 @@ class TestResetAndDefaults:
         monkeypatch.delenv("COWORK_USER_API_KEY", raising=False)
         monkeypatch.setenv("OPENAI_BASE_URL", "http://openai-host/v1")
         monkeypatch.setenv("OPENAI_API_KEY", "openai-key")
+        settings.reload()
         assert (SimulatedUser(LLM, FIRST, model="m").base_url,
                 SimulatedUser(LLM, FIRST, model="m").api_key) == ("http://openai-host/v1", "openai-key")
         monkeypatch.delenv("OPENAI_BASE_URL")

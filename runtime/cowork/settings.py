@@ -37,6 +37,11 @@ class Settings(BaseSettings):
     """Sandboxes starting at once per event loop (0: twice the cores)."""
     sandbox_backend: str = "docker"
     """Default sandbox backend (``docker`` or ``gvisor``; see ``cowork.backends``)."""
+    user_base_url: str | None = None
+    """Endpoint of the model that simulates users (``--user-base-url`` wins; then
+    ``$OPENAI_BASE_URL``)."""
+    user_api_key: str | None = None
+    """Key of that endpoint (then ``$OPENAI_API_KEY``)."""
     require_docker: bool = False
     """Tests: fail instead of skipping Docker tests when no daemon answers (CI sets it)."""
 

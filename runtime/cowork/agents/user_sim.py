@@ -59,10 +59,13 @@ class SimulatedUser:
         self.llm = llm
         self.first_request = first_request
         self.model = model
-        self.base_url = (base_url or os.environ.get("COWORK_USER_BASE_URL") or os.environ.get("OPENAI_BASE_URL")
+        from .. import settings
+
+        conf = settings.get()
+        self.base_url = (base_url or conf.user_base_url or os.environ.get("OPENAI_BASE_URL")
                          or "https://api.openai.com/v1").rstrip("/")
         if api_key is None:
-            api_key = os.environ.get("COWORK_USER_API_KEY") or os.environ.get("OPENAI_API_KEY") or ""
+            api_key = conf.user_api_key or os.environ.get("OPENAI_API_KEY") or ""
         self.api_key = api_key
         self.max_tokens = max_tokens
         self.seed = seed
