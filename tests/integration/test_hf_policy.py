@@ -133,3 +133,39 @@ def test_teacher_forcing_scores_a_finished_conversation(engine):
     assert all(abs(lp - full[i - 1]) < 1e-4 for i, lp in enumerate(t.logprobs) if lp is not None)
     # The whole rendered conversation tokenizes to the same ids (this template is prefix-stable).
     assert engine.chat.encode(engine.chat.render(messages, None, False)).__len__() >= len(t.ids)
+
+
+async def test_a_simulated_users_message_joins_the_tokens_as_environment(engine, tmp_path, no_leftovers):
+    """Multi-turn task: the user's reply after the model's question is appended like a tool
+    output: the sequence only grows, and the reply's tokens are masked out."""
+    d = tmp_path / "hf-user"
+    (d / "workspace").mkdir(parents=True)
+    (d / "workspace" / "notes.txt").write_text("quarterly numbers: 42\n")
+    (d / "task.yaml").write_text(textwrap.dedent("""\
+        id: hf-user
+        title: Ask, then read
+        prompt: Tell me the number.
+        tools: [read_file]
+        user: {turns: [{when: {reply_matches: "\\\\?"}, say: "The one in notes.txt, please."}]}
+        checks: [{id: read, type: tool_called, tool: read_file}]
+        oracle: [{reply: "Which one?"}, {tool: read_file, args: {path: notes.txt}}]
+        violation: [{reply: "No."}]
+        """))
+    forced = ["Which number?", CALL.format(name="read_file", args='{"path": "notes.txt"}'), "It is 42."]
+    policy = engine.policy(forced=forced)
+    seen, restore = _recording(engine)
+    try:
+        async with await Sandbox.start(load_spec(d)) as sb:
+            traj = await run_episode(sb, policy)
+    finally:
+        restore()
+    assert traj.status == "completed" and traj.turns == 3, traj.error
+    assert [m["content"] for m in traj.messages if m["role"] == "user"][1] == "The one in notes.txt, please."
+    t = traj.tokens
+    t.check()
+    for (p0, g0), (p1, _) in zip(seen, seen[1:]):
+        assert p1[:len(p0) + len(g0)] == p0 + g0
+    first_env = engine.tokenizer.decode(t.ids[t.turns[0].gen_end:t.turns[1].gen_start])
+    assert "The one in notes.txt, please." in first_env
+    assert set(t.mask[t.turns[0].gen_end:t.turns[1].gen_start]) == {0}
+    assert sum(t.mask) == sum(len(g) for _, g in seen)
