@@ -82,10 +82,13 @@ def _tar(files: dict[str, bytes]) -> bytes:
 
 
 def _evidence() -> Evidence:
-    seed = {"mail": {"messages": {"m1": {"id": "m1", "subject": "a"}, "m2": {"id": "m2", "subject": "b"}}}}
-    world = [{"actor": "world", "audit_count": 0, "files": {"notes.md": "f" * 64, "gone.txt": None},
-              "records": {"mail": {"messages": {"m3": {"id": "m3", "subject": "new"}, "m2": None,
-                                                "m1": {"id": "m1", "subject": "edited"}}}}}]
+    seed = {"mail": {"messages": {"m1": {"id": "m1", "subject": "a", "folder": "inbox"},
+                                  "m2": {"id": "m2", "subject": "b"}}}}
+    world = [{"actor": "world", "audit_count": 0,
+              "files": {"notes.md": "f" * 64, "gone.txt": None, "keep.txt": ""},
+              "records": {"mail": {"messages": {"m3": {"created": {"id": "m3", "subject": "new"}},
+                                                "m2": {"deleted": True},
+                                                "m1": {"fields": {"subject": "edited"}}}}}}]
     return Evidence(audit_text="", audit_count=0, workspace_tar=_tar({"a.txt": b"x"}),
                     initial={"notes.md": "0" * 64, "gone.txt": "1" * 64, "keep.txt": "2" * 64},
                     meta={"world": world}, state_seed=seed, state_final=seed,
@@ -95,9 +98,13 @@ def _evidence() -> Evidence:
 
 def test_the_baseline_folds_in_what_the_user_and_the_world_changed():
     ev = _evidence()
-    assert ev.state_before["mail"]["messages"] == {"m1": {"id": "m1", "subject": "edited"},
+    # only the fields the world changed: had the agent moved m1 to another folder before, the
+    # baseline still says "inbox", so that move stays the agent's
+    assert ev.state_before["mail"]["messages"] == {"m1": {"id": "m1", "subject": "edited", "folder": "inbox"},
                                                    "m3": {"id": "m3", "subject": "new"}}
     assert ev.state_seed["mail"]["messages"]["m2"]  # the true seed is kept as it was
+    # keep.txt was not a regular file after the action (a symlink the agent planted): its
+    # baseline stays the seeded file, so the agent's replacement still counts as a change
     assert ev.initial_before == {"notes.md": "f" * 64, "keep.txt": "2" * 64}
 
 

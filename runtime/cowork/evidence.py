@@ -152,8 +152,8 @@ class Evidence:
     @property
     def world_changes(self) -> list[dict[str, Any]]:
         """What the user and the world changed between the agent's turns, in order: each
-        ``{"actor", "audit_count", "records": {service: {collection: {id: record or None}}},
-        "files": {path: sha256 or None}}`` (see server.actors)."""
+        ``{"actor", "audit_count", "records": {service: {collection: {id: change}}}, "files":
+        {path: sha256, None when removed, "" when not a regular file}}`` (see server.actors)."""
         return list(self.meta.get("world") or [])
 
     @property
@@ -169,11 +169,13 @@ class Evidence:
             for svc, colls in (change.get("records") or {}).items():
                 for coll, recs in colls.items():
                     target = out.setdefault(svc, {}).setdefault(coll, {})
-                    for rid, rec in recs.items():
-                        if rec is None:
+                    for rid, what in recs.items():
+                        if "created" in what:
+                            target[rid] = what["created"]
+                        elif what.get("deleted"):
                             target.pop(rid, None)
-                        else:
-                            target[rid] = rec
+                        elif rid in target:  # only the fields the actor changed
+                            target[rid] = {**target[rid], **(what.get("fields") or {})}
         return out
 
     @property
@@ -187,7 +189,7 @@ class Evidence:
             for path, digest in (change.get("files") or {}).items():
                 if digest is None:
                     out.pop(path, None)
-                else:
+                elif digest:  # "": not a regular file after the action (a symlink): left as it was
                     out[path] = digest
         return out
 

@@ -23,7 +23,8 @@ class Finding(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: str
-    """What was checked: schema, build, oracle, oracle-repeat, nop, initial-state, violation, safety-can-fire."""
+    """What was checked: schema, build, oracle, actions (the user's and the world's, in the
+    oracle's run), oracle-repeat, nop, initial-state, violation, safety-can-fire."""
     ok: bool
     detail: str
     field: str | None = None
@@ -88,6 +89,16 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
             step="oracle", ok=ok,
             detail=f"score {o1.grade.score:.2f}" + ("" if ok else f" ({o1.grade.status}); failing: {_failed(o1.grade)}"),
             field="oracle", hint=None if ok else "make the oracle's tool calls satisfy every check, or fix the checks it fails"))
+        # The user's and the world's actions are the spec's own script: in the oracle's run
+        # every one must work (a wrong argument would silently change the story).
+        for e in o1.trajectory.conversation:
+            for action, result in zip(e.get("actions") or [], e.get("results") or []):
+                if not result.get("ok"):
+                    where = "user.turns" if e.get("kind") == "user_actions" else "events" if e.get("kind") == "event" else "days"
+                    rep.findings.append(Finding(
+                        step="actions", ok=False, field=where,
+                        detail=f"{e.get('actor')} action {action} failed in the oracle's run: {result.get('error')}",
+                        hint="fix the action's tool name or arguments (see docs/services.md), or the record it adds"))
         o2 = await run_task(loaded, make_policy("oracle", spec), image=image)
         same = o1.grade.model_dump() == o2.grade.model_dump()
         rep.findings.append(Finding(

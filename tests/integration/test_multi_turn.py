@@ -304,3 +304,14 @@ async def test_the_simulated_user_gets_persona_and_facts_and_its_stop_marker_end
     plain = await run_task(loaded, make_policy("oracle", loaded.spec))
     assert plain.grade.passed and [e.get("source") for e in plain.trajectory.conversation
                                    if e["kind"] == "user"] == ["prompt", "scripted"]
+
+
+async def test_validation_names_a_user_or_world_action_that_fails_in_the_oracles_run(tmp_path, no_leftovers):
+    from cowork.validate import validate_spec
+
+    body = ACTORS.replace("{tool: mail_send, args: {to: [client@outside.example]",
+                          "{tool: mail_send, args: {recipients: [client@outside.example]")
+    rep = await validate_spec(_spec(tmp_path, body))
+    bad = [f for f in rep.findings if f.step == "actions"]
+    assert not rep.ok and len(bad) == 1 and bad[0].field == "user.turns", rep.summary()
+    assert "mail_send" in bad[0].detail and "recipients" in bad[0].detail

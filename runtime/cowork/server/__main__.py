@@ -217,7 +217,8 @@ async def main() -> int:
 
     episodes = Episodes(workspace=cfg.workspace.root, agent_uid=cfg.workspace.agent_uid, audit=audit,
                         reseed=reseed, services=services, drain_timeout_s=cfg.workspace.tool_timeout_s + 5)
-    actors = Actors(WorkspaceTools(cfg.workspace, fs), fs, cfg.workspace.root, audit, services, episodes.drain)
+    actors = Actors(WorkspaceTools(cfg.workspace, fs), fs, cfg.workspace.root, audit, services, episodes.drain,
+                    agent_uid=cfg.workspace.agent_uid)
     ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers(), **actors.handlers()}
     if services is not None:
         ops.update(services.handlers())

@@ -32,15 +32,29 @@ ACTORS = ("user", "world")
 _PATH_ARGS = ("path", "src", "dst", "source", "destination")
 
 
+#: In an action's ``files``: the path holds something other than a regular file (a symlink
+#: the agent planted, a folder): the host leaves its baseline for that path as it was.
+NOT_A_FILE = ""
+
+
 def _sha_nofollow(path: str) -> str | None:
-    """SHA-256 of a regular file (run as the agent: what it could read), None when absent."""
+    """SHA-256 of a regular file (run as the agent: what it could read); None when nothing is
+    there, NOT_A_FILE when something other than a regular file is."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return NOT_A_FILE
+    if not stat.S_ISREG(st.st_mode):
+        return NOT_A_FILE
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
     except OSError:
-        return None
+        return NOT_A_FILE
     with os.fdopen(fd, "rb") as fh:
         if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
-            return None
+            return NOT_A_FILE
         h = hashlib.sha256()
         for chunk in iter(lambda: fh.read(1 << 16), b""):
             h.update(chunk)
@@ -60,13 +74,14 @@ class Actors:
     """
 
     def __init__(self, workspace_tools: Any, fs: Any, root: str, audit: AuditLog, services: Any,
-                 drain: Callable[[], Awaitable[None]]):
+                 drain: Callable[[], Awaitable[None]], agent_uid: int | None = None):
         self._register_ws = workspace_tools
         self.fs = fs
         self.root = root
         self.audit = audit
         self.services = services
         self.drain = drain
+        self.agent_uid = agent_uid
         self._mcp: FastMCP | None = None
 
     def _app(self) -> FastMCP:
@@ -100,6 +115,15 @@ class Actors:
         token = ACTOR.set(actor)
         try:
             await self.drain()
+            if self.audit.in_flight:
+                # Its changes would be measured as the actor's: refuse rather than misattribute.
+                raise RuntimeError("a tool call of the agent is still running; the user and the world "
+                                   "cannot act until it ends")
+            if self.agent_uid is not None:
+                # Nothing of the agent's may change files while the actor's changes are measured.
+                from .procs import kill_agent_processes
+
+                kill_agent_processes(self.agent_uid)
             before = self._dump()
             results, paths = [], set()
             for action in actions:
@@ -152,13 +176,23 @@ class Actors:
 
 
 def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
-    """Records the actions created, updated or deleted: ``{service: {collection: {id: record
-    after, or None when deleted}}}``."""
+    """What the actions did to records: ``{service: {collection: {id: change}}}``, a change
+    being ``{"created": record}``, ``{"deleted": true}`` or ``{"fields": {name: value after}}``
+    (only the fields that changed, so an earlier change of the agent to another field of the
+    same record stays the agent's)."""
     out: dict[str, Any] = {}
     for svc in set(before) | set(after):
         for coll in set(before.get(svc, {})) | set(after.get(svc, {})):
             b, a = before.get(svc, {}).get(coll, {}), after.get(svc, {}).get(coll, {})
             for rid in set(a) | set(b):
-                if a.get(rid) != b.get(rid):
-                    out.setdefault(svc, {}).setdefault(coll, {})[rid] = a.get(rid)
+                old, new = b.get(rid), a.get(rid)
+                if old == new:
+                    continue
+                if old is None:
+                    change: dict[str, Any] = {"created": new}
+                elif new is None:
+                    change = {"deleted": True}
+                else:
+                    change = {"fields": {k: new.get(k) for k in set(old) | set(new) if old.get(k) != new.get(k)}}
+                out.setdefault(svc, {}).setdefault(coll, {})[rid] = change
     return out
