@@ -226,6 +226,9 @@ async def test_a_check_scoped_to_turn_2_passes_and_the_same_check_fails_at_the_e
     # a turn never reached is judged at the end, and says so
     assert got["v2-after-turn-9"][0] == "fail" and "not reached" in got["v2-after-turn-9"][1]
     assert [b["turn"] for b in res.evidence.boundaries] == [1, 2, 3]
+    # per turn: the unscoped check's completion as the agent left each turn, and what was scoped there
+    assert [(t["turn"], t["day_end"], t["completion"], t["scoped"]) for t in res.grade.turns] == [
+        (1, False, 0.0, {}), (2, False, 1.0, {"v2-after-turn-2": "pass"}), (3, True, 0.0, {"v1-after-day-1": "pass"})]
     assert grade(loaded.spec, Evidence.load(tmp_path / "ev")) == res.grade
 
 
