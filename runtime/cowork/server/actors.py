@@ -7,8 +7,9 @@ that holds every tool (the user may do what the agent is not allowed to), behind
 audit middleware. Every record written meanwhile carries ``actor: user`` or ``actor: world``
 (audit.ACTOR), so graders tell the agent's actions from the task's.
 
-Agent calls are held for the duration (as during an export), so the host's record of what
-each actor changed is exact. The answer lists the records and files the actions changed,
+Agent calls are held and the agent's processes killed for the duration, so the host's record
+of what each actor changed (records, and every workspace file, whatever tool changed it,
+``shell`` included) is exact. The answer lists the records and files the actions changed,
 with their values afterwards: the host folds them into the grading baseline, so a rule
 about what the agent changed never blames the agent for the user's edit or the world's mail.
 """
@@ -27,9 +28,6 @@ from ..formats import WORKSPACE_TOOLS
 from .audit import ACTOR, AuditLog, AuditMiddleware
 
 ACTORS = ("user", "world")
-
-#: Tool arguments that name workspace paths (their files are hashed after the action).
-_PATH_ARGS = ("path", "src", "dst", "source", "destination")
 
 
 #: In an action's ``files``: the path holds something other than a regular file (a symlink
@@ -59,6 +57,30 @@ def _sha_nofollow(path: str) -> str | None:
         for chunk in iter(lambda: fh.read(1 << 16), b""):
             h.update(chunk)
         return h.hexdigest()
+
+
+def _tree(root: str, limit: int = 20000) -> dict[str, str]:
+    """Every workspace entry below ``root`` as ``{relative path: sha256}`` for regular files
+    and NOT_A_FILE for anything else that is not a folder (run as the agent; symlinks never
+    followed; at most ``limit`` entries)."""
+    out: dict[str, str] = {}
+    stack = [""]
+    while stack and len(out) < limit:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel)))
+        except OSError:
+            continue
+        for e in entries:
+            path = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(path)
+                    continue
+            except OSError:
+                pass
+            out[path] = _sha_nofollow(os.path.join(root, path)) or NOT_A_FILE
+    return out
 
 
 class Actors:
@@ -125,11 +147,12 @@ class Actors:
 
                 kill_agent_processes(self.agent_uid)
             before = self._dump()
-            results, paths = [], set()
-            for action in actions:
-                results.append(await self._one(action, paths))
+            touches_files = any("tool" in a for a in actions)
+            tree0 = await self.fs.run(_tree, self.root) if touches_files else {}
+            results = [await self._one(action) for action in actions]
             after = self._dump()
-            files = {p: await self.fs.run(_sha_nofollow, os.path.join(self.root, p)) for p in sorted(paths)}
+            tree1 = await self.fs.run(_tree, self.root) if touches_files else {}
+            files = {p: tree1.get(p) for p in sorted(set(tree0) | set(tree1)) if tree0.get(p) != tree1.get(p)}
         finally:
             ACTOR.reset(token)
             self.audit.paused = False
@@ -145,7 +168,7 @@ class Actors:
         with self.services.ctx.lock:
             return dump_state(self.services.ctx.db)
 
-    async def _one(self, action: dict[str, Any], paths: set[str]) -> dict[str, Any]:
+    async def _one(self, action: dict[str, Any]) -> dict[str, Any]:
         try:
             if "clock" in action:
                 if self.services is None:
@@ -161,9 +184,6 @@ class Actors:
                 ids = {svc: self.services.add_records(svc, data) for svc, data in action["add"].items()}
                 return {"ok": True, "added": ids}
             tool, args = action["tool"], dict(action.get("args") or {})
-            for key in _PATH_ARGS:
-                if isinstance(args.get(key), str):
-                    paths.add(os.path.normpath(args[key]).lstrip("/").removeprefix("workspace/"))
             result = await self._app().call_tool(tool, args)
             text = "".join(getattr(c, "text", "") for c in (result.content or []))
             return {"ok": True, "tool": tool, "text": text[:2000]}
