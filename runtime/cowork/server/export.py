@@ -151,6 +151,10 @@ def export_workspace(root: str, dest: str, limits: ExportLimits | None = None,
                             deadline=Deadline(limits.time_s))
                 for e in walk:
                     _add(tar, e, limits, summary, omitted)
+                if summary["entries"] == 0:
+                    # A tar of nothing but the summary's global header is unreadable to Python's
+                    # tarfile: an empty workspace (the agent deleted everything) must still grade.
+                    tar.addfile(_info(".", os.fstat(root_fd), tarfile.DIRTYPE))
                 left_out = ([walk.stopped] if walk.stopped else []) + walk.skipped
                 if left_out:
                     summary["complete"] = False
