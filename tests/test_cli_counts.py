@@ -47,6 +47,7 @@ def test_json_output_carries_the_counts(scripted_results, capsys):
     rc = cli.main(["run", str(ROOT / "specs" / "fix-csv-report"), "--trials", "3", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert rc == 3
-    assert data["metrics"]["episodes"] == {"total": 3, "infra_error": 1, "infra_retries": 3, "agent_broke_sandbox": 1}
+    assert data["metrics"]["episodes"] == {"total": 3, "infra_error": 1, "policy_error": 0, "policy_error_unsafe": 0,
+                                          "infra_retries": 3, "agent_broke_sandbox": 1}
     # The broken sandbox is the agent's outcome: scored (0), unlike the infrastructure error.
     assert data["metrics"]["tasks"]["fix-csv-report"]["trials"] == 2

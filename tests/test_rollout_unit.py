@@ -58,15 +58,18 @@ class TestSummary:
     def test_pass_at_k_pass_hat_k_safety_and_what_is_not_scored(self):
         rows = [_row("a", 1.0, True), _row("a", 0.0, False, safe=False), _row("a", 1.0, True, failures=["hiccup"]),
                 _row("b", 0.0, False, status="agent_broke_sandbox", safe=None), _row("b", 1.0, True),
-                _row("b", 0.0, False, status="infra_error", safe=False, failures=["x", "y"])]
+                _row("b", 0.0, False, status="infra_error", safe=False, failures=["x", "y"]),
+                _row("b", 0.0, False, status="policy_error", safe=False)]
         m = summarize_episodes(rows, k=3)
         a, b = m["tasks"]["a"], m["tasks"]["b"]
         assert a["trials"] == 3 and a["pass@1"] == pytest.approx(2 / 3) and a["pass@3"] == 1.0 and a["pass^3"] == 0.0
         assert a["violation_rate"] == pytest.approx(1 / 3) and a["unsafe"] == 1 and a["mean_reward"] == pytest.approx(2 / 3)
-        # The infrastructure error is left out of b's trials: k falls to the 2 scored ones.
+        # The infrastructure and model-endpoint errors are left out of b's trials: k falls to the 2 scored ones.
         assert b["trials"] == 2 and b["k"] == 2 and b["pass@2"] == 1.0 and b["pass^2"] == 0.0
         assert b["safety_unknown"] == 1 and b["infra_error"] == 1 and b["agent_broke_sandbox"] == 1
-        assert m["episodes"] == {"total": 6, "infra_error": 1, "infra_retries": 3, "agent_broke_sandbox": 1}
+        assert b["policy_error"] == 1
+        assert m["episodes"] == {"total": 7, "infra_error": 1, "policy_error": 1, "policy_error_unsafe": 1,
+                                 "infra_retries": 3, "agent_broke_sandbox": 1}
         assert m["safety"] == {"scored": 5, "unsafe": 1, "unknown": 1, "violation_rate": pytest.approx(1 / 5)}
         assert m["overall"]["mean_reward"] == pytest.approx((2 / 3 + 1 / 2) / 2)
 
@@ -223,7 +226,8 @@ class TestRunner:
         res = await rollout([CSV], oracle, group_size=2, pool=DeadPool(), infra_retries=1)
         assert res.rewards == [[None, None]]
         assert [s.grade.status for s in res.samples] == ["infra_error"] * 2
-        assert res.summary["episodes"] == {"total": 2, "infra_error": 2, "infra_retries": 4, "agent_broke_sandbox": 0}
+        assert res.summary["episodes"] == {"total": 2, "infra_error": 2, "policy_error": 0, "policy_error_unsafe": 0,
+                                           "infra_retries": 4, "agent_broke_sandbox": 0}
 
     async def test_resume_runs_again_what_ended_on_an_infrastructure_failure(self, tmp_path, monkeypatch):
         class DeadPool:

@@ -35,6 +35,7 @@ FORMATS = ("openai-sft", "trl-sft", "rl")
 #: in this order (SFT: infra_error .. duplicate; rl: infra_error and no_tokens .. turn_mismatch).
 DROP_REASONS = {
     "infra_error": "the infrastructure failed: the episode says nothing of the agent",
+    "policy_error": "the model endpoint failed and cut the episode short: it says nothing of the agent",
     "agent_broke_sandbox": "the agent broke its own sandbox (graded on salvaged evidence, score 0)",
     "evidence_invalid": "the audit chain failed verification: the grade cannot be trusted",
     "unsafe": "a safety rule was violated",
@@ -504,6 +505,8 @@ def _sft_reason(rec: EpisodeRecord, curate: bool, max_turns: int | None, min_sco
     g, t = rec.grade, rec.trajectory
     if g.status == "infra_error" or t.status == "infra_error":
         return "infra_error"
+    if g.status == "policy_error" or t.status == "policy_error":
+        return "policy_error"
     if curate:
         if g.status != "graded":
             return g.status  # agent_broke_sandbox, evidence_invalid
@@ -595,6 +598,8 @@ def _rl_reason(rec: EpisodeRecord, reward: str) -> tuple[str | None, str | None]
     t, g = rec.trajectory, rec.grade
     if g.status == "infra_error" or t.status == "infra_error":
         return "infra_error", None
+    if g.status == "policy_error" or t.status == "policy_error":
+        return "policy_error", None
     if t.tokens is None:
         return "no_tokens", f"no token ids: agent {t.agent} keeps no tokens"
     try:

@@ -18,7 +18,7 @@ g_1..g_G:
   r - p_T (r the score reward), so the credits of an episode sum to r - p_0 and a violation
   that zeroes the score is charged to the turn that ended the episode.
 
-An ``infra_error`` episode has no reward (None): it says nothing of the agent, and is left out
+An ``infra_error`` or ``policy_error`` episode has no reward (None): it says nothing of the agent, and is left out
 of group means and standard deviations.
 """
 

@@ -29,6 +29,7 @@ from .agents.base import Policy
 from .episode import Trajectory
 from .errors import CoworkError, SpecError
 from .evidence import Evidence
+from .metrics import NOT_SCORED
 from .grading import Grade
 from .metrics import summarize_episodes
 from .spec.loader import LoadedSpec, load_specs
@@ -58,13 +59,13 @@ def reward_for(grade: Grade, reward: Reward = "score") -> float | None:
             unsafe), or a function of the Grade.
 
     Returns:
-        None for an episode that ended ``infra_error`` (it says nothing of the agent: leave it
-        out of means); 0.0 for one whose sandbox the agent broke, whatever ``reward`` says.
+        None for an episode that ended ``infra_error`` or ``policy_error`` (it says nothing of
+        the agent: leave it out of means); 0.0 for one whose sandbox the agent broke, whatever ``reward`` says.
 
     Raises:
         ValueError: ``reward`` is not one of the names above nor callable.
     """
-    if grade.status == "infra_error":
+    if grade.status in NOT_SCORED:
         return None
     if grade.status == "agent_broke_sandbox":
         return 0.0
@@ -269,13 +270,13 @@ class RunFolder:
             if end < self.results.stat().st_size:
                 log.warning("%s: dropping a torn last line (its writer was killed mid-write)", self.results)
                 os.truncate(self.results, end)
-            # An episode that ended on an infrastructure failure says nothing of the agent and
+            # An episode that ended on an infrastructure (or model endpoint) failure says nothing of the agent and
             # is not done: its line goes (the file is rewritten whole, atomically) and it runs again.
-            failed = [r for r in rows if r.get("grade_status") == "infra_error"]
+            failed = [r for r in rows if r.get("grade_status") in NOT_SCORED]
             if failed:
-                log.warning("%s: running again %d episode(s) that ended on an infrastructure failure",
-                            self.results, len(failed))
-                rows = [r for r in rows if r.get("grade_status") != "infra_error"]
+                log.warning("%s: running again %d episode(s) that ended on an infrastructure or model "
+                            "endpoint failure", self.results, len(failed))
+                rows = [r for r in rows if r.get("grade_status") not in NOT_SCORED]
                 tmp = self.results.with_suffix(".tmp")
                 with open(tmp, "w", encoding="utf-8") as fh:
                     fh.writelines(json.dumps(r, default=str) + "\n" for r in rows)
@@ -345,7 +346,7 @@ class _Progress:
         self.done += 1
         self.ran += 1
         self.per_task[s.task] = self.per_task.get(s.task, 0) + 1
-        self.infra += s.grade.status == "infra_error"
+        self.infra += s.grade.status in NOT_SCORED
         self.broke += s.grade.status == "agent_broke_sandbox"
         self.retries += len(s.infra_failures)
         if s.reward is not None:

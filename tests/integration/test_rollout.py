@@ -164,11 +164,13 @@ async def test_what_the_agent_broke_is_scored_0_and_what_broke_outside_is_retrie
 
     assert b.status == b.grade.status == "agent_broke_sandbox" and b.reward == 0.0
     assert b.infra_failures == [] and pb.fired == 1 and pb.resets == 0          # never retried
-    assert broke.summary["episodes"] == {"total": 1, "infra_error": 0, "infra_retries": 0, "agent_broke_sandbox": 1}
+    assert broke.summary["episodes"] == {"total": 1, "infra_error": 0, "policy_error": 0, "policy_error_unsafe": 0,
+                                         "infra_retries": 0, "agent_broke_sandbox": 1}
 
     assert i.status == "completed" and i.grade.status == "graded" and i.reward == 1.0
     assert len(i.infra_failures) == 1 and pi.fired == 1 and pi.resets == 1      # retried once, on a fresh sandbox
-    assert infra.summary["episodes"] == {"total": 1, "infra_error": 0, "infra_retries": 1, "agent_broke_sandbox": 0}
+    assert infra.summary["episodes"] == {"total": 1, "infra_error": 0, "policy_error": 0, "policy_error_unsafe": 0,
+                                         "infra_retries": 1, "agent_broke_sandbox": 0}
     assert len(made) == 2  # one policy per episode
 
 

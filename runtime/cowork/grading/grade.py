@@ -49,10 +49,14 @@ class Grade(BaseModel):
 
     task: str
     """Task id."""
-    status: Literal["graded", "agent_broke_sandbox", "evidence_invalid", "infra_error"]
+    status: Literal["graded", "agent_broke_sandbox", "evidence_invalid", "infra_error", "policy_error"]
     """``graded`` unless: the agent broke its own sandbox (graded on the evidence salvaged,
     score 0, violations kept; ``error`` names the cause), the evidence could not be trusted,
-    or the run failed for infrastructure reasons outside the agent's control."""
+    the run failed for infrastructure reasons outside the agent's control, or the model
+    endpoint failed (after its retries) before the episode ended (``policy_error``: the checks
+    are judged on the work done so far and violations kept, but the score is 0, it never
+    passes and it is not scored: no reward, out of pass@k; it says nothing of what the agent
+    would have done)."""
     checks: list[CheckResult] = []
     """Every check and safety rule, in spec order."""
     completion: float = 0.0
