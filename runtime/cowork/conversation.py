@@ -91,7 +91,7 @@ def _action(a: Action, spec: TaskSpec) -> dict[str, Any]:
         return {"clock": at_time(a.clock, spec)}
     if a.add is not None:
         return {"add": a.add}
-    return {"tool": a.tool, "args": dict(a.args)}
+    return {"tool": a.tool, "args": dict(a.args), **({"as": a.as_} if a.as_ is not None else {})}
 
 
 class Conversation:

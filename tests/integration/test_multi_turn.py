@@ -323,3 +323,42 @@ async def test_validation_names_a_user_or_world_action_that_fails_in_the_oracles
     bad = [f for f in rep.findings if f.step == "actions"]
     assert not rep.ok and len(bad) == 1 and bad[0].field == "user.turns", rep.summary()
     assert "mail_send" in bad[0].detail and "recipients" in bad[0].detail
+
+
+COLLEAGUE = """\
+id: mt-colleague
+title: A colleague reopens and comments
+prompt: Close tkt-1.
+tools: [tickets]
+services:
+  tickets:
+    user: alex@acme.com
+    agents: [priya@acme.com]
+    tickets: [{id: tkt-1, title: VPN down, requester: jo@acme.com, status: open}]
+events:
+  - after_turn: 1
+    actions:
+      - {tool: tickets_update, args: {ticket_id: tkt-1, status: open}, as: priya@acme.com}
+      - {tool: tickets_comment, args: {ticket_id: tkt-1, body: "Still broken for the Berlin office."}, as: priya@acme.com}
+user: {turns: [{say: Priya reopened it; please answer her.}]}
+checks: [{id: answered, type: record_exists, service: tickets, collection: comments, where: {author: alex@acme.com}}]
+oracle:
+  - {tool: tickets_close, args: {ticket_id: tkt-1}}
+  - {reply: Closed.}
+  - {tool: tickets_comment, args: {ticket_id: tkt-1, body: "Looking into Berlin now."}}
+  - {reply: Answered.}
+violation: [{reply: "No."}]
+"""
+
+
+async def test_the_world_acts_as_a_colleague_and_the_service_user_is_the_agents_again_after(tmp_path, no_leftovers):
+    from cowork.agents import make_policy
+
+    loaded = _spec(tmp_path, COLLEAGUE)
+    res = await run_task(loaded, make_policy("oracle", loaded.spec))
+    assert res.grade.passed, res.grade.summary()
+    comments = sorted(res.evidence.state_final["tickets"]["comments"].values(), key=lambda c: c["id"])
+    assert [(c["author"], c["body"]) for c in comments] == [
+        ("priya@acme.com", "Still broken for the Berlin office."), ("alex@acme.com", "Looking into Berlin now.")]
+    acted = [e for e in res.trajectory.conversation if e.get("kind") == "event"][0]
+    assert [r.get("as") for r in acted["results"]] == ["priya@acme.com", "priya@acme.com"]

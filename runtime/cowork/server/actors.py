@@ -184,11 +184,36 @@ class Actors:
                 ids = {svc: self.services.add_records(svc, data) for svc, data in action["add"].items()}
                 return {"ok": True, "added": ids}
             tool, args = action["tool"], dict(action.get("args") or {})
+            if action.get("as") is not None:
+                return await self._as(str(action["as"]), tool, args)
             result = await self._app().call_tool(tool, args)
             text = "".join(getattr(c, "text", "") for c in (result.content or []))
             return {"ok": True, "tool": tool, "text": text[:2000]}
         except Exception as exc:  # reported to the host, which decides what a failed action means
             return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+    async def _as(self, who: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run a service tool as ``who`` instead of the service's user: the service's ``user``
+        setting is swapped for the call (agent calls are held meanwhile) and put back."""
+        from ..services.base import Store
+        from ..services.catalog import SERVICE_TOOLS
+
+        if self.services is None:
+            raise ValueError("this task has no services")
+        service = next((s for s, tools in SERVICE_TOOLS.items() if tool in tools), None)
+        if service is None:
+            raise ValueError(f"`as` needs a service tool, not {tool!r}")
+        store = Store(self.services.ctx, service)
+        with self.services.ctx.lock, self.services.ctx.db:
+            own = store.meta("user")
+            store.set_meta("user", who)
+        try:
+            result = await self._app().call_tool(tool, args)
+        finally:
+            with self.services.ctx.lock, self.services.ctx.db:
+                store.set_meta("user", own)
+        text = "".join(getattr(c, "text", "") for c in (result.content or []))
+        return {"ok": True, "tool": tool, "as": who, "text": text[:2000]}
 
     def handlers(self) -> dict[str, Callable[[dict], Awaitable[dict]]]:
         """Control operation ``act``."""

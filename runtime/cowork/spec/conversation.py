@@ -48,6 +48,11 @@ class Action(_Frozen):
     read on the clock at that moment."""
     clock: str | None = None
     """Move the task clock: ISO 8601, or relative to the task's start clock (``now+1d@09:00``)."""
+    as_: str | None = Field(None, alias="as")
+    """With ``tool``: who does it, instead of the service's own user: a colleague commenting on
+    a ticket (``as: priya@acme.com``), posting in chat (``as: priya``, a chat user id), moving
+    a meeting. For the services that have a user: calendar, chat, crm, documents, expenses,
+    kb, tickets."""
 
     @model_validator(mode="after")
     def _one(self) -> "Action":
@@ -56,9 +61,25 @@ class Action(_Frozen):
             raise ValueError("an action needs exactly one of tool, add, clock")
         if self.args and self.tool is None:
             raise ValueError("args go with tool")
+        if self.as_ is not None:
+            service = service_of(self.tool) if self.tool else None
+            if service not in AS_SERVICES:
+                raise ValueError(f"`as` works with a tool of {', '.join(AS_SERVICES)}, not {self.tool!r}")
         if self.clock is not None:
             _check_time(self.clock)
         return self
+
+
+#: Services whose tools act as a configurable user (their seed's ``user``), so an action may
+#: be done ``as`` someone else.
+AS_SERVICES = ("calendar", "chat", "crm", "documents", "expenses", "kb", "tickets")
+
+
+def service_of(tool: str) -> str | None:
+    """The service a tool belongs to (None for workspace tools)."""
+    from ..services.catalog import SERVICE_TOOLS
+
+    return next((name for name, tools in SERVICE_TOOLS.items() if tool in tools), None)
 
 
 def _check_time(value: str) -> None:
