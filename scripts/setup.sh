@@ -50,6 +50,15 @@ command -v debootstrap >/dev/null 2>&1 || {
     $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq debootstrap >/dev/null
 }
 
+# Headless Chromium: the `cowork view` tests render the page in a real browser
+# (tests/integration/test_view.py; they fail in CI without one and skip elsewhere).
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+    echo "== installing chromium (headless browser for the view's tests)"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null 2>&1 \
+        || { $SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null; } \
+        || echo "   chromium could not be installed; the view's browser tests will fail in CI and skip elsewhere"
+fi
+
 echo "== installing cowork-runtime (editable, with the test, hf and trl extras)"
 # torch first, pinned: its CPU build lies on this machine's disk; an open range would make pip
 # fetch a multi-GB CUDA build. With it installed, the hf extra's range adds nothing more.
