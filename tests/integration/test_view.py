@@ -80,16 +80,25 @@ async def results(tmp_path_factory) -> Path:
     def factory(spec):
         return make_policy(next(turns.setdefault(spec.id, itertools.cycle(["oracle", "nop", "violation"]))), spec)
 
+    before = _mine()
     async with RolloutRunner(concurrency=1) as runner:
         res = await runner.rollout([PHISHING, CSV], factory, group_size=3, out_dir=out, agent="mixed")
     assert [[s.trajectory.agent for s in g.samples] for g in res.groups] == [["oracle", "nop", "violation"]] * 2
+    assert not set(_mine()) - set(before), "the rollout left containers behind"
     return out
+
+
+def _mine() -> dict[str, str]:
+    """This test process's cowork containers (as conftest's no_leftovers counts them)."""
+    from cowork.engine import labels
+    from cowork.engine.reaper import managed_containers
+
+    return {c.id: c.name for c in managed_containers() if (c.labels or {}).get(labels.SESSION) == labels.SESSION_ID}
 
 
 @pytest.mark.docker
 class TestResultsPage:
-    async def test_verdicts_calls_links_and_diffs_render_in_a_browser(self, results, chromium, tmp_path,
-                                                                      no_leftovers):
+    async def test_verdicts_calls_links_and_diffs_render_in_a_browser(self, results, chromium, tmp_path):
         page = export_html(results, tmp_path / "view.html")
         dom = _browse(chromium, page.as_uri(), tmp_path / "profile", "--dump-dom")
         _screenshot(chromium, page, tmp_path, "view-results.png")
