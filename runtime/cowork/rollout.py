@@ -215,9 +215,12 @@ def save_bundle(folder: str | os.PathLike, sample: RolloutSample, spec: TaskSpec
     (d / "spec.json").write_text(spec.model_dump_json(indent=1))
     (d / "trajectory.json").write_text(sample.trajectory.model_dump_json(indent=1))
     if fresh:  # a results line names a complete bundle, power cut or not
-        for f in d.iterdir():
-            with open(f, "rb") as fh:
-                os.fsync(fh.fileno())
+        for f in sorted(d.rglob("*"), reverse=True):  # files first, then their folders (boundaries/)
+            if f.is_dir():
+                _fsync_dir(f)
+            else:
+                with open(f, "rb") as fh:
+                    os.fsync(fh.fileno())
         _fsync_dir(d)
     return d
 

@@ -362,3 +362,18 @@ async def test_the_world_acts_as_a_colleague_and_the_service_user_is_the_agents_
         ("priya@acme.com", "Still broken for the Berlin office."), ("alex@acme.com", "Looking into Berlin now.")]
     acted = [e for e in res.trajectory.conversation if e.get("kind") == "event"][0]
     assert [r.get("as") for r in acted["results"]] == ["priya@acme.com", "priya@acme.com"]
+
+
+async def test_a_rollout_folder_keeps_a_multi_turn_bundle_and_it_regrades(tmp_path, no_leftovers):
+    """The bundle of a multi-turn episode holds a boundaries/ folder: writing it into a
+    rollout folder (synced file by file) must not trip over the folder."""
+    from cowork.agents import make_policy
+    from cowork.rollout import RolloutRunner
+
+    loaded = _spec(tmp_path, SCOPED, files={"keep.txt": "k\n"})
+    async with RolloutRunner(concurrency=1) as runner:
+        result = await runner.rollout([loaded], lambda spec: make_policy("oracle", spec), group_size=1,
+                                      out_dir=tmp_path / "out")
+    bundle = next((tmp_path / "out" / "episodes").rglob("boundaries.json")).parent
+    assert (bundle / "boundaries" / "turn-2.tar").is_file()
+    assert grade(loaded.spec, Evidence.load(bundle)) == result.samples[0].grade
