@@ -194,11 +194,19 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
     """
     file = resolve_spec_path(path)
     shown = _shown(file)
-    text = file.read_text(encoding="utf-8")
+    try:
+        text = file.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        line = file.read_bytes()[:exc.start].count(b"\n") + 1
+        raise SpecError(f"{shown}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     try:
         node = yaml.compose(text, Loader=_LineLoader)
     except yaml.MarkedYAMLError as exc:
         raise SpecError(f"{shown}:{_yaml_line(exc, text)}: invalid YAML: {exc.problem or exc}") from exc
+    except yaml.reader.ReaderError as exc:  # a raw control character: YAML wants it written as an escape
+        raise SpecError(f"{shown}:{text.count(chr(10), 0, exc.position) + 1}: invalid YAML: character "
+                        f"#x{exc.character:04x} is not allowed in YAML; write it as an escape (\\x{exc.character:02x}) "
+                        "in a double-quoted string") from exc
     lines = _line_map(node) if node is not None else {}
 
     def where(loc: tuple) -> int:
