@@ -36,6 +36,10 @@ class ToolTimeout(CoworkError, TimeoutError):
     """A tool call ran past its timeout."""
 
 
+class EndpointUnavailable(CoworkError, ConnectionError):
+    """A model endpoint (agent, judge, simulated user) cannot be reached or refuses the key."""
+
+
 class EvidenceError(CoworkError, ValueError):
     """An evidence bundle is missing parts or cannot be read."""
 

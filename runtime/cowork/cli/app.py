@@ -1,0 +1,307 @@
+"""The Typer app: every command, its options and help, grouped; :func:`main` maps what
+happened to the exit codes of :mod:`cowork.cli.exits`."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from ..errors import CoworkError
+from ..rewards import MODES
+from . import commands, episodes, exits, output
+from .episodes import (Agent, BaseUrl, EpisodeOptions, FailUnder, JudgeBaseUrl, JudgeModel, Json, MaxTokens, Model,
+                       PoolSize, Reward, Seed, SpecArg, Temperature, TopP, TurnProgress, UserBaseUrl, UserModel,
+                       Verbose)
+
+EVALUATE, TRAIN, SANDBOXES, MAINTENANCE = "Run and evaluate", "Train and export", "Sandboxes", "Maintenance"
+
+app = typer.Typer(
+    name="cowork", no_args_is_help=True, rich_markup_mode="rich", pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+    help="Run AI-coworker tasks in hardened MCP sandboxes: run agents on task specs, grade them from the "
+         "evidence, roll out many episodes for training, and export the data.",
+    epilog="Start here: cowork run specs/fix-csv-report (the oracle agent: no model needed).\n\n"
+           + exits.EXIT_CODES_HELP)
+
+
+def _example(*lines: str) -> str:
+    return "Example:\n\n" + "\n\n".join(f"  {line}" for line in lines)
+
+
+def _body(fn: Callable[..., Any]) -> Callable[..., int]:
+    """Run a command (a coroutine in its own event loop) and turn what it raised into the
+    message and exit code: a CoworkError names what failed and the fix; its code comes from
+    :func:`exits.code_for`."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> int:
+        try:
+            rv = fn(*args, **kwargs)
+            if asyncio.iscoroutine(rv):
+                rv = asyncio.run(rv)
+            return int(rv or 0)
+        except CoworkError as exc:
+            output.error(exc)
+            return exits.code_for(exc)
+        except KeyboardInterrupt:
+            return exits.INTERRUPTED
+        except BrokenPipeError:  # `cowork ... | head`
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return exits.OK
+
+    return wrapper
+
+
+def _verbose(ctx: typer.Context, flag: bool) -> bool:
+    return flag or bool((ctx.obj or {}).get("verbose"))
+
+
+@app.callback()
+def _root(ctx: typer.Context,
+          verbose: Annotated[bool, typer.Option("-v", "--verbose", help="log lifecycle events (INFO) and print "
+                                                "every check line")] = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
+    ctx.obj = {"verbose": verbose}
+
+
+# --------------------------------------------------------------------------- run and evaluate
+@app.command(rich_help_panel=EVALUATE, epilog=_example(
+    "cowork run specs/fix-csv-report --agent nop",
+    "cowork run specs/ --trials 3 --concurrency 4 --fail-under 0.9",
+    "OPENAI_API_KEY=... cowork run specs/fix-csv-report --agent openai --model gpt-4.1-mini"))
+@_body
+def run(ctx: typer.Context, spec: SpecArg, agent: Agent = "oracle", model: Model = None, base_url: BaseUrl = None,
+        temperature: Temperature = None, top_p: TopP = None, max_tokens: MaxTokens = None,
+        trials: Annotated[int, typer.Option(help="episodes per task; several report mean score, pass@k, pass^k",
+                                            rich_help_panel="Episodes")] = 1,
+        concurrency: Annotated[int, typer.Option(help="episodes at once", rich_help_panel="Episodes")] = 1,
+        pool_size: PoolSize = None, seed: Seed = None, reward: Reward = "score", turn_progress: TurnProgress = False,
+        judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None, user_model: UserModel = None,
+        user_base_url: UserBaseUrl = None, fail_under: FailUnder = None,
+        evidence: Annotated[str | None, typer.Option(help="save each episode's evidence bundle and grade here "
+                                                     "(default: not saved)", rich_help_panel="Output")] = None,
+        results: Annotated[str | None, typer.Option(help="append one JSON line per finished episode to this file "
+                                                    "(default: none)", rich_help_panel="Output")] = None,
+        out: Annotated[str | None, typer.Option(help="also write a resumable rollout folder, as `cowork rollout "
+                                                "--out` (default: none)", rich_help_panel="Output")] = None,
+        as_json: Json = False, verbose: Verbose = False) -> int:
+    """Build the task images if needed, run an agent on tasks, grade each episode.
+
+    One line per episode (failed checks and violations under a failure); with several, a
+    table of mean score, pass@1, pass@k and pass^k. Exit 0 even when tasks fail, unless
+    --fail-under is given.
+    """
+    opts = EpisodeOptions(agent, model, base_url, temperature, top_p, max_tokens, concurrency, pool_size, seed,
+                          reward, turn_progress, judge_model, judge_base_url, user_model, user_base_url, fail_under)
+    return episodes.run(opts, spec, trials=trials, evidence=evidence, results=results, out=out, as_json=as_json,
+                        verbose=_verbose(ctx, verbose))
+
+
+@app.command(rich_help_panel=EVALUATE, epilog=_example("cowork validate specs/ --concurrency 4"))
+@_body
+def validate(ctx: typer.Context, specs: SpecArg,
+             concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 1,
+             as_json: Json = False, verbose: Verbose = False) -> int:
+    """Prove specs gradable: schema, build, the oracle scores 1.0 twice, nop fails, the
+    violation script trips a safety rule, every safety rule can fire.
+
+    Each failure names the field at fault and a repair hint. Exit 1 when a spec is invalid.
+    """
+    return commands.validate(specs, concurrency=concurrency, as_json=as_json, verbose=_verbose(ctx, verbose))
+
+
+@app.command(rich_help_panel=EVALUATE, epilog=_example("cowork run specs/fix-csv-report --evidence out/ && "
+                                                       "cowork grade out/"))
+@_body
+def grade(folder: Annotated[Path, typer.Argument(help="a saved evidence folder (`cowork run --evidence`)",
+                                                 metavar="DIR", exists=True, file_okay=False, show_default=False)],
+          spec: Annotated[str | None, typer.Option(help="task spec (default: the bundle's spec.json)")] = None,
+          as_json: Json = False) -> int:
+    """Recompute a grade from a saved evidence folder, offline."""
+    return commands.grade(folder, spec, as_json)
+
+
+@app.command(rich_help_panel=EVALUATE, epilog=_example("cowork view runs/oracle",
+                                                       "cowork view runs/oracle --export report.html"))
+@_body
+def view(source: Annotated[Path, typer.Argument(help="a results folder (`cowork run --out`, `cowork rollout`) "
+                                                "or one evidence bundle", metavar="DIR", exists=True,
+                                                show_default=False)],
+         port: Annotated[int, typer.Option(help="port to serve on (0: any free one)")] = 0,
+         export: Annotated[Path | None, typer.Option(help="write one self-contained HTML file instead of serving "
+                                                     "(default: serve)", metavar="FILE.html")] = None,
+         no_browser: Annotated[bool, typer.Option("--no-browser", help="do not open a browser "
+                                                  "(default: open one)")] = False) -> int:
+    """Look at a run in the browser: episodes, conversations, checks with their audit
+    entries, workspace and service diffs (serves until Ctrl-C)."""
+    return commands.view(source, port=port, export=export, open_browser=not no_browser)
+
+
+# --------------------------------------------------------------------------- train and export
+@app.command(rich_help_panel=TRAIN, epilog=_example(
+    "cowork rollout specs/ --agent oracle --group-size 4 --concurrency 4 --out runs/oracle"))
+@_body
+def rollout(ctx: typer.Context, spec: SpecArg,
+            out: Annotated[str, typer.Option(help="output folder: results.jsonl, run.json, episodes/; rerun on it "
+                                                  "to resume", rich_help_panel="Output", show_default=False)],
+            agent: Agent = "oracle", model: Model = None, base_url: BaseUrl = None, temperature: Temperature = None,
+            top_p: TopP = None, max_tokens: MaxTokens = None,
+            group_size: Annotated[int, typer.Option(help="episodes per task (G); pass@k and pass^k use k = G",
+                                                    rich_help_panel="Episodes")] = 1,
+            concurrency: Annotated[int, typer.Option(help="episodes at once", rich_help_panel="Episodes")] = 8,
+            pool_size: PoolSize = None, seed: Seed = None, reward: Reward = "score",
+            turn_progress: TurnProgress = False, judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
+            user_model: UserModel = None, user_base_url: UserBaseUrl = None, fail_under: FailUnder = None,
+            as_json: Json = False, verbose: Verbose = False) -> int:
+    """Run every task G times over a pool of warm sandboxes; one line per episode in
+    DIR/results.jsonl; rerun on DIR to resume.
+
+    Progress on stderr; the summary (per-task pass@k, pass^k, safety, rewards) at the end.
+    """
+    opts = EpisodeOptions(agent, model, base_url, temperature, top_p, max_tokens, concurrency, pool_size, seed,
+                          reward, turn_progress, judge_model, judge_base_url, user_model, user_base_url, fail_under)
+    return episodes.rollout(opts, spec, group_size=group_size, out=out, as_json=as_json,
+                            verbose=_verbose(ctx, verbose))
+
+
+@app.command(rich_help_panel=TRAIN, epilog=_example("cowork export runs/oracle --format openai-sft --out sft.jsonl"))
+@_body
+def export(results: Annotated[list[str], typer.Argument(help="rollout output folders or results.jsonl files "
+                                                        "(pooled)", metavar="RESULTS...", show_default=False)],
+           fmt: Annotated[str, typer.Option("--format", help="openai-sft (JSONL), trl-sft or rl", show_default=False,
+                                               **exits.choice(commands.EXPORT_FORMATS))],
+           out: Annotated[str, typer.Option(help="the file to write: .jsonl or .parquet (or say which with --as)",
+                                            show_default=False)],
+           as_format: Annotated[str | None, typer.Option("--as", help="file kind whatever --out ends with "
+                                                         "(default: from --out's suffix)",
+                                                         **exits.choice(("jsonl", "parquet")))] = None,
+           reward: Annotated[str, typer.Option(help="rl: score, pass, safety_gated, grpo (group advantage) or turn "
+                                               "(per-turn credit); see docs/exports.md", **exits.choice(MODES))] = "score",
+           max_turns: Annotated[int | None, typer.Option(help="SFT: leave out episodes of more assistant turns "
+                                                         "(default: no limit)")] = None,
+           min_score: Annotated[float | None, typer.Option(help="SFT: leave out episodes scored below this "
+                                                           "(default: none)")] = None,
+           no_curate: Annotated[bool, typer.Option("--no-curate", help="SFT: keep failed, unsafe and duplicate "
+                                                   "episodes too (infra errors and invalid conversations are "
+                                                   "still left out)")] = False,
+           as_json: Annotated[bool, typer.Option("--json", help="print the report as JSON")] = False) -> int:
+    """Write SFT (OpenAI, TRL) or RL (token ids, rewards) data from rollouts.
+
+    Exit 1 when nothing was kept.
+    """
+    return commands.export(results, format=fmt, out=out, as_format=as_format, reward=reward, max_turns=max_turns,
+                           min_score=min_score, no_curate=no_curate, json=as_json)
+
+
+# --------------------------------------------------------------------------- sandboxes
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork up specs/fix-csv-report"))
+@_body
+def up(spec: Annotated[str, typer.Argument(help="a task folder or its task.yaml", metavar="SPEC",
+                                           show_default=False)],
+       as_json: Json = False) -> int:
+    """Start a sandbox and leave it running, for an MCP client."""
+    return commands.up(spec, as_json)
+
+
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork down 3f2a9c1b7d0e"))
+@_body
+def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or name", metavar="ID...",
+                                                  show_default=False)]) -> int:
+    """Stop and remove sandboxes."""
+    return commands.down(ids)
+
+
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork connect 3f2a9c1b7d0e   (as an MCP client's "
+                                                        "stdio command)"))
+@_body
+def connect(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
+                                               show_default=False)]) -> int:
+    """Bridge a running sandbox's MCP server to stdio (for Claude Desktop, MCP Inspector)."""
+    return commands.connect(ref)
+
+
+# --------------------------------------------------------------------------- maintenance
+@app.command(rich_help_panel=MAINTENANCE, epilog=_example("cowork gc --all"))
+@_body
+def gc(everything: Annotated[bool, typer.Option("--all", help="remove every cowork sandbox, `cowork up` ones "
+                                                "included")] = False) -> int:
+    """Remove sandboxes whose owner process is gone, and run dirs of killed runners."""
+    return commands.gc(everything)
+
+
+spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)
+images_app = typer.Typer(help="Image utilities.", no_args_is_help=True)
+app.add_typer(spec_app, name="spec", rich_help_panel=MAINTENANCE)
+app.add_typer(images_app, name="images", rich_help_panel=MAINTENANCE)
+
+
+@spec_app.command("schema", epilog=_example("cowork spec schema > task.schema.json"))
+@_body
+def spec_schema() -> int:
+    """Print the JSON Schema of task.yaml."""
+    return commands.spec_schema()
+
+
+@images_app.command("build", epilog=_example("cowork images build --offline"))
+@_body
+def images_build(offline: Annotated[bool, typer.Option("--offline", help="never try a registry; bootstrap the "
+                                                       "base with debootstrap")] = False) -> int:
+    """Build the base and sandbox images if missing (idempotent)."""
+    return commands.images_build(offline)
+
+
+@images_app.command("prune", epilog=_example("cowork images prune"))
+@_body
+def images_prune() -> int:
+    """Remove sandbox and task images left over from older sources."""
+    return commands.images_prune()
+
+
+@app.command(rich_help_panel=MAINTENANCE, epilog=_example("cowork bench --quick"))
+@_body
+def bench(quick: Annotated[bool, typer.Option("--quick", help="fewer samples and sandboxes (a smoke run)")] = False,
+          as_json: Annotated[bool, typer.Option("--json", help="print every raw figure as JSON")] = False,
+          scale: Annotated[int | None, typer.Option(help="sandboxes started at once (default: 100, --quick 8)")] = None
+          ) -> int:
+    """Measure tool-call latency, start time, memory, scale, throughput."""
+    return commands.bench(quick, as_json, scale)
+
+
+# --------------------------------------------------------------------------- entry point
+def build_command():
+    """The click command behind ``cowork`` (for tests and docs: ``.commands`` names them)."""
+    return typer.main.get_command(app)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``cowork`` command; returns the exit code (see cowork.cli.exits)."""
+    try:
+        rv = build_command().main(args=argv, prog_name="cowork", standalone_mode=False)
+    except typer.Abort:
+        return exits.INTERRUPTED
+    except typer.TyperException as exc:  # a usage error: unknown command or option, a bad value
+        message = exc.format_message() if hasattr(exc, "format_message") else str(exc)
+        ctx = getattr(exc, "ctx", None)
+        if not message:  # `cowork` alone: the help was shown
+            return exits.BAD_INPUT
+        if ctx is not None:
+            # Plain text, not a panel: a message cut to the panel's width would not grep.
+            output.say(ctx.get_usage(), err=True)
+            output.say(f"Try '{ctx.command_path} --help' for help.", err=True)
+        output.error(message)
+        return exits.BAD_INPUT
+    return int(rv or 0)
+
+
+__all__ = ["app", "build_command", "main"]

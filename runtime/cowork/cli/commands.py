@@ -1,0 +1,215 @@
+"""The commands other than ``run`` and ``rollout``: what each does, given parsed arguments.
+
+Every function returns the exit code; errors are raised (``cowork.cli.app`` turns a
+CoworkError into its message and code). Heavy modules are imported inside each function, so
+``cowork --help`` and ``cowork connect`` start quickly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from types import SimpleNamespace
+
+from ..errors import CoworkError, DockerUnavailable, ImageError, SandboxError
+from . import exits, output
+from .progress import ProgressReport
+
+#: cowork.export.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
+EXPORT_FORMATS = ("openai-sft", "trl-sft", "rl")
+
+
+# --------------------------------------------------------------------------- evaluate
+def _spec_targets(paths: list[str]) -> list[Path]:
+    """Each path a spec, or a folder of spec folders (bad input when it holds none)."""
+    from ..spec.loader import SPEC_FILE
+
+    targets: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir() and not (p / SPEC_FILE).exists():
+            found = sorted(x.parent for x in p.glob(f"*/{SPEC_FILE}"))
+            if not found:
+                raise CoworkError(f"{p}: no {SPEC_FILE} in it or in its subfolders; give a task folder, its "
+                                  f"{SPEC_FILE}, or a folder of task folders")
+            targets += found
+        elif not p.exists():
+            raise CoworkError(f"{p}: no such file or folder")
+        else:
+            targets.append(p)
+    return targets
+
+
+#: Exception names a validation report's ``run`` step quotes when the machine, not the spec, failed.
+_INFRA_NAMES = tuple(f"{e.__name__}:" for e in (DockerUnavailable, ImageError, SandboxError))
+
+
+async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose: bool) -> int:
+    """Validate specs, ``concurrency`` at once; 1 when one is invalid, 3 when the machine failed."""
+    from ..validate import report_json, validate_spec
+
+    if concurrency < 1:
+        raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
+    targets = _spec_targets(specs)
+    limit = asyncio.Semaphore(concurrency)
+    progress = ProgressReport("validate", "specs", len(targets), enabled=len(targets) > 1)
+
+    async def one(target: Path):
+        async with limit:
+            report = await validate_spec(target)
+        if not as_json:
+            # A valid spec is one line; an invalid one shows every step, with the repair hints.
+            lines = report.summary().splitlines()
+            for line in lines if verbose or not report.ok else lines[:1]:
+                output.show(output.styled(line))
+        progress.advance(f"{report.task or target} {'VALID' if report.ok else 'INVALID'}")
+        return report
+
+    with progress:
+        reports = await asyncio.gather(*(one(t) for t in targets))
+    if as_json:
+        output.print_json(report_json(reports))
+    else:
+        output.say(f"{sum(r.ok for r in reports)} of {len(reports)} spec(s) valid")
+    if any(f.step == "run" and f.detail.startswith(_INFRA_NAMES) for r in reports for f in r.findings):
+        return exits.INFRASTRUCTURE
+    return exits.OK if all(r.ok for r in reports) else exits.GATE_FAILED
+
+
+def grade(folder: Path, spec: str | None, as_json: bool) -> int:
+    """Recompute a saved bundle's grade."""
+    from ..evidence import Evidence
+    from ..grading import grade as grade_evidence
+    from ..spec.loader import load_spec
+    from ..spec.models import TaskSpec
+
+    if spec:
+        task = load_spec(spec).spec
+    elif (folder / "spec.json").exists():
+        task = TaskSpec.model_validate_json((folder / "spec.json").read_text())
+    else:
+        raise CoworkError(f"{folder} has no spec.json; pass --spec")
+    g = grade_evidence(task, Evidence.load(folder))
+    if as_json:
+        output.print_json(g.model_dump())
+    else:
+        output.say(g.summary())
+    return exits.OK
+
+
+def view(source: Path, *, port: int, export: Path | None, open_browser: bool) -> int:
+    """Serve the web view of a results folder or bundle, or write it as one HTML file."""
+    try:
+        from ..view import export_html, serve
+    except ImportError as exc:
+        raise CoworkError(f"the web view is not available in this installation ({exc}); update cowork") from exc
+    if export is not None:
+        output.say(f"wrote {export_html(source, export)}")
+        return exits.OK
+    serve(source, port=port, open_browser=open_browser)
+    return exits.OK
+
+
+# --------------------------------------------------------------------------- train
+def export(results: list[str], **options) -> int:
+    """``cowork export``: see cowork.export.run_export (0 written, 1 nothing kept)."""
+    from ..export import run_export
+
+    return run_export(SimpleNamespace(results=results, **options))
+
+
+# --------------------------------------------------------------------------- sandboxes
+async def up(spec: str, as_json: bool) -> int:
+    """Start a sandbox that outlives the command."""
+    from ..sandbox import Sandbox
+
+    sb = await Sandbox.start(spec, keep=True)
+    await sb.detach()
+    info = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
+            "mcp_url": "http://localhost/mcp (streamable HTTP over the unix socket)",
+            "stdio_bridge": f"cowork connect {sb.id[:12]}"}
+    if as_json:
+        output.print_json(info)
+    else:
+        output.say(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']})")
+        output.say(f"  MCP over unix socket: {info['mcp_socket']}  (URL {info['mcp_url']})")
+        output.say(f"  MCP over stdio (Claude Desktop, MCP Inspector): {info['stdio_bridge']}")
+        output.say(f"  stop it with: cowork down {info['id']}")
+    return exits.OK
+
+
+def _find(ref: str):
+    from ..engine.reaper import managed_containers
+
+    hits = [c for c in managed_containers() if c.id.startswith(ref) or c.name == ref]
+    if len(hits) != 1:
+        raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see "
+                          "`docker ps --filter label=cowork.managed`")
+    return hits[0]
+
+
+def down(ids: list[str]) -> int:
+    """Stop and remove sandboxes."""
+    from ..engine import labels
+    from ..engine.container import remove_container
+
+    for ref in ids:
+        c = _find(ref)
+        remove_container(c.id, (c.labels or {}).get(labels.RUN_DIR))
+        output.say(f"removed {c.name}")
+    return exits.OK
+
+
+async def connect(ref: str) -> int:
+    """Bridge a running sandbox's MCP server to stdio (nothing else may reach stdout)."""
+    from fastmcp import Client
+    from fastmcp.client.transports import StreamableHttpTransport
+    from fastmcp.server import create_proxy
+
+    from ..engine import labels
+    from ..sandbox import _uds_client_factory
+
+    c = _find(ref)
+    sock = str(Path((c.labels or {})[labels.RUN_DIR]) / "mcp.sock")
+    client = Client(StreamableHttpTransport("http://localhost/mcp", httpx_client_factory=_uds_client_factory(sock)))
+    proxy = create_proxy(client, name=f"cowork:{(c.labels or {}).get(labels.TASK)}")
+    await proxy.run_async(transport="stdio", show_banner=False)
+    return exits.OK
+
+
+# --------------------------------------------------------------------------- maintenance
+def gc(everything: bool) -> int:
+    """Remove sandboxes whose owner is gone (every one with ``everything``), and stale run dirs."""
+    from ..engine.reaper import sweep
+
+    done = sweep(include_kept=everything, everything=everything)
+    output.say(f"removed {len(done.containers)} sandbox(es)" + (": " + ", ".join(done.containers) if done.containers else ""))
+    output.say(f"removed {len(done.run_dirs)} run dir(s) of killed runners" + "".join(f"\n  {d}" for d in done.run_dirs))
+    return exits.OK
+
+
+def spec_schema() -> int:
+    from ..spec import json_schema
+
+    output.print_json(json_schema())
+    return exits.OK
+
+
+def images_build(offline: bool) -> int:
+    from ..engine.images import ensure_sandbox_image
+
+    output.say(ensure_sandbox_image(offline_only=offline))
+    return exits.OK
+
+
+def images_prune() -> int:
+    from ..engine.images import prune_images
+
+    removed = prune_images()
+    output.say(f"removed {len(removed)} image tag(s)" + "".join(f"\n  {t}" for t in removed))
+    return exits.OK
+
+
+def bench(quick: bool, as_json: bool, scale: int | None) -> int:
+    from ..bench import cli as bench_cli
+
+    return bench_cli(SimpleNamespace(quick=quick, json=as_json, scale=scale))
