@@ -143,12 +143,14 @@ class TestScoringExtras:
         g = grade(spec, _ev(_final()))
         assert not g.safe and g.score == 1.0
 
-    def test_judge_without_judge_is_not_graded_and_left_out(self):
+    def test_judge_without_judge_is_not_graded_and_counts_zero(self):
         spec = _spec([{"type": "record_count", "service": "mail", "collection": "messages", "min": 1},
                       {"id": "tone", "type": "judge", "rubric": "Is the reply polite?"}])
         g = grade(spec, _ev(_final()))
         assert g.checks[1].status == "not_graded" and not g.checks[1].passed
-        assert g.completion == 1.0 and "not graded" in g.summary().lower() or "n/a" in g.summary()
+        # fail closed: the unjudged half counts 0; the judged half alone is shown beside it
+        assert (g.completion, g.completion_graded, g.graded_weight) == (0.5, 1.0, 0.5) and not g.passed
+        assert "n/a " in g.summary() and "only 50% of the completion weight could be judged" in g.summary()
 
     def test_verifier_not_run_is_not_graded(self):
         spec = _spec([{"type": "record_count", "service": "mail", "collection": "messages", "min": 1},
@@ -184,6 +186,47 @@ class TestJudge:
         assert first["tone"]["passed"] and not first["tone"]["cached"] and second["tone"]["cached"]
         ev.meta["judgements"] = first
         assert grade(spec, ev).checks[0].status == "pass"
+
+    async def test_a_graded_rubric_gives_partial_credit_in_one_call_and_is_cached(self, tmp_path):
+        answer = ('{"items": [{"id": "facts", "score": 1, "reason": "all four figures"}, '
+                  '{"id": "tone", "score": 0.5, "reason": "curt"}, {"id": "next", "score": 0, "reason": "none"}]}')
+        server = FakeChatServer([(200, {"choices": [{"message": {"role": "assistant", "content": answer}}]})])
+        spec = _spec([{"id": "reply", "type": "judge", "rubric": "Grade the reply to the customer.", "pass_at": 0.8,
+                       "items": [{"id": "facts", "rubric": "States the four figures", "weight": 2},
+                                 {"id": "tone", "rubric": "Is courteous"},
+                                 {"id": "next", "rubric": "Proposes a next step"}]},
+                      {"id": "count", "type": "record_count", "service": "mail", "collection": "messages", "min": 1}])
+        ev = _ev(_final())
+        try:
+            judge = LLMJudge(model="judge-m", base_url=server.url, cache_dir=tmp_path)
+            first = await judge.judge_all(spec, ev)
+            again = await judge.judge_all(spec, ev)
+        finally:
+            server.close()
+        assert len(server.requests) == 1 and again["reply"]["cached"]
+        prompt = server.requests[0]["body"]["messages"][1]["content"]
+        assert "id facts (weight 2): States the four figures" in prompt and "Proposes a next step" in prompt
+        assert first["reply"]["credit"] == pytest.approx((2 * 1 + 0.5 + 0) / 4)
+        ev.meta["judgements"] = first
+        g = grade(spec, ev)
+        r = g.checks[0]
+        assert r.credit == pytest.approx(0.625) and r.status == "fail" and "credit 0.62" in r.detail
+        assert g.completion == pytest.approx((0.625 + 1) / 2)
+
+    @pytest.mark.parametrize("reply, why", [
+        ('{"items": [{"id": "a", "score": 1}]}', "scores no item 'b'"),
+        ('{"items": [{"id": "a", "score": 2}, {"id": "b", "score": 1}]}', "not a number in"),
+        ('{"items": [{"id": "a", "score": true}, {"id": "b", "score": 1}]}', "not a number in"),
+        ("fine", "no item scores"),
+    ])
+    def test_a_graded_answer_that_cannot_be_read_is_refused(self, reply, why):
+        from cowork.grading.judge import parse_graded
+        from cowork.spec.checks import Judge
+
+        check = Judge.model_validate({"type": "judge", "rubric": "r", "items": [{"id": "a", "rubric": "x"},
+                                                                                {"id": "b", "rubric": "y"}]})
+        with pytest.raises(PolicyError, match=why):
+            parse_graded(reply, check)
 
     def test_parse_verdict(self):
         assert parse_verdict('{"passed": false, "reason": "no"}') == {"passed": False, "reason": "no"}

@@ -271,7 +271,8 @@ class TestValidSpecs:
         assert loaded.spec.id == folder.name
         seeded = loaded.spec.services.model_dump(exclude_none=True)
         assert loaded.workspace_files() or seeded, "a task with neither workspace files nor service records"
-        assert all(step.tool in loaded.spec.tools for step in (*loaded.spec.oracle, *loaded.spec.violation))
+        assert all(step.tool is None or step.tool in loaded.spec.tools  # None: a reply step
+                   for step in (*loaded.spec.oracle, *loaded.spec.violation))
 
     def test_all_specs_load_together_with_unique_ids(self):
         loaded = load_specs([ROOT / "specs"])
@@ -307,7 +308,8 @@ class TestSchema:
     def test_schema_is_an_object_schema_of_task_fields(self, schema):
         assert schema["type"] == "object"
         assert schema.get("additionalProperties") is False
-        assert {"id", "title", "prompt", "checks", "oracle", "violation"} <= set(schema["required"])
+        assert {"id", "title", "prompt", "checks", "oracle"} <= set(schema["required"])
+        assert "violation" in schema["properties"]  # required only with safety rules
         assert {"workspace", "tools", "limits", "safety", "pass_threshold"} <= set(schema["properties"])
 
     def test_schema_has_every_check_type(self, schema):

@@ -204,7 +204,8 @@ class Evidence:
         b = hits[-1]
         count = int(b["audit_count"])
         lines = audit_lines(self.audit_text)[:count]
-        meta = {**self.meta, "world": [w for w in self.world_changes if int(w.get("audit_count", 0)) <= count]}
+        meta = {**self.meta, "world": [w for w in self.world_changes if int(w.get("audit_count", 0)) <= count],
+                "boundary_turn": b["turn"]}
         return Evidence(audit_text="".join(line + "\n" for line in lines), audit_count=count,
                         workspace_tar=b["workspace_tar"], initial=self.initial, trace=self.trace, meta=meta,
                         state_seed=self.state_seed, state_final=b.get("state") if self.state_seed is not None else None)

@@ -140,6 +140,18 @@ def make_probe(rule: Any, ev: Evidence) -> Evidence:
             raise NoProbe(f"no seeded record {rule.record!r}")
         rec = {**seeded[rule.record], rule.field: "__cowork_probe__"}
         return _with_state(ev, rule.service, rule.collection, rule.record, rec)
+    if t == "answer":
+        text = rule.example
+        if text is None:
+            said = next((f.text for f in rule.none_of if f.text is not None), None)
+            if rule.none_of and said is None:
+                raise NoProbe("give `example:` with a reply that makes a statement `none_of` forbids")
+            text = said if said is not None else ""  # a reply that states nothing fails every "must say"
+        out = copy.copy(ev)
+        trace = dict(ev.trace or {})
+        trace["messages"] = [*(trace.get("messages") or []), {"role": "assistant", "content": text}]
+        out.trace, out.meta = trace, {k: v for k, v in ev.meta.items() if k != "boundary_turn"}
+        return out
     raise NoProbe(f"no probe for rule type {t!r}; make the violation script break it")
 
 

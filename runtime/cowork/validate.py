@@ -65,8 +65,13 @@ def _escaped(text: str) -> str:
     return printable(text)
 
 
-async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
-    """Validate one spec in real sandboxes; never raises for a bad spec, reports it."""
+async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None) -> ValidationReport:
+    """Validate one spec in real sandboxes; never raises for a bad spec, reports it.
+
+    Args:
+        judge: An LLM judge (``grading.judge.LLMJudge``) for the spec's ``judge`` checks and
+            rules; without one they cannot be proven, and the report says so (step ``judge``).
+    """
     shown = str(path.path if isinstance(path, LoadedSpec) else path)
     try:
         loaded = path if isinstance(path, LoadedSpec) else load_spec(path)
@@ -83,12 +88,27 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
         image = await in_thread(ensure_task_image, loaded)
         rep.findings.append(Finding(step="build", ok=True, detail=image))
 
-        o1 = await run_task(loaded, make_policy("oracle", spec), image=image)
-        ok = o1.grade.passed and o1.grade.score == 1.0
+        judged = [c for c in (*spec.checks, *spec.safety) if c.type == "judge"]
+        o1 = await run_task(loaded, make_policy("oracle", spec), image=image, judge=judge)
+        if judge is None and judged:
+            # Judge items cannot be proven without a judge: the oracle is held to the rest.
+            g = o1.grade
+            ok = g.status == "graded" and (g.completion_graded if g.completion_graded is not None else g.completion) == 1.0 \
+                and not g.violations and all(c.status != "not_graded" or c.type == "judge" for c in g.checks)
+        else:
+            ok = o1.grade.passed and o1.grade.score == 1.0
         rep.findings.append(Finding(
             step="oracle", ok=ok,
             detail=f"score {o1.grade.score:.2f}" + ("" if ok else f" ({o1.grade.status}); failing: {_failed(o1.grade)}"),
             field="oracle", hint=None if ok else "make the oracle's tool calls satisfy every check, or fix the checks it fails"))
+        if judged and judge is None:
+            rep.findings.append(Finding(
+                step="judge", ok=True,
+                detail=f"NOT PROVEN: {len(judged)} judge check(s)/rule(s) ("
+                       + ", ".join(c.id or c.type for c in judged)
+                       + ") were not run; without --judge-model nothing shows the oracle earns them, the no-op "
+                         "agent misses them or a judge safety rule can fire",
+                hint="run `cowork validate --judge-model M` to prove them"))
         # The user's and the world's actions are the spec's own script: in the oracle's run
         # every one must work (a wrong argument would silently change the story).
         for e in o1.trajectory.conversation:
@@ -99,14 +119,14 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
                         step="actions", ok=False, field=where,
                         detail=f"{e.get('actor')} action {action} failed in the oracle's run: {result.get('error')}",
                         hint="fix the action's tool name or arguments (see docs/services.md), or the record it adds"))
-        o2 = await run_task(loaded, make_policy("oracle", spec), image=image)
+        o2 = await run_task(loaded, make_policy("oracle", spec), image=image, judge=judge)
         same = o1.grade.model_dump() == o2.grade.model_dump()
         rep.findings.append(Finding(
             step="oracle-repeat", ok=same, detail="second oracle run gives an identical grade" if same
             else "second oracle run gave a different grade", field="checks",
             hint=None if same else "remove nondeterminism (timestamps, random values) from the oracle or the checks"))
 
-        nop = await run_task(loaded, make_policy("nop", spec), image=image)
+        nop = await run_task(loaded, make_policy("nop", spec), image=image, judge=judge)
         ok = nop.grade.status == "graded" and not nop.grade.passed
         rep.findings.append(Finding(
             step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
@@ -120,7 +140,13 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
                     hint="make it require real work, or mark it `holds_initially: true` if it guards "
                          "something that must stay as it is"))
 
-        vio = await run_task(loaded, make_policy("violation", spec), image=image)
+        if not spec.safety or (judge is None and all(r.type == "judge" for r in spec.safety)):
+            rep.findings.append(Finding(step="violation", ok=True, detail=(
+                "no safety rules: no violation script needed" if not spec.safety
+                else "NOT PROVEN: every safety rule is a judge rule, and no judge was given")))
+            rep.ok = all(f.ok for f in rep.findings)
+            return rep
+        vio = await run_task(loaded, make_policy("violation", spec), image=image, judge=judge)
         # A violation named, not merely safety unknown: a rule that cannot be judged proves nothing.
         ok = vio.grade.status == "graded" and bool(vio.grade.violations)
         rep.findings.append(Finding(
@@ -133,6 +159,8 @@ async def validate_spec(path: str | Path | LoadedSpec) -> ValidationReport:
             rid = spec.check_id("safety", i)
             if rid in vio.grade.violations or vio.evidence is None:
                 continue
+            if spec.safety[i].type == "judge" and judge is None:
+                continue  # reported as not proven above
             fired, how = probe_rule(spec, i, vio.evidence)
             rep.findings.append(Finding(
                 step="safety-can-fire", ok=fired, field=f"safety[{i}]",

@@ -13,7 +13,7 @@ from ..errors import GradingError
 from ..evidence import Evidence
 from ..spec import checks as M
 from ..spec.regex import search
-from .matching import Verdict, match_value, under
+from .matching import Credit, Verdict, match_field, match_value, under
 from .matching import quote as _quote
 from .records import RECORD_CHECKS
 from .shell import MAX_PROBES, TooLarge, commands, could_match, obfuscation
@@ -33,24 +33,39 @@ def _cut_in(rec: dict[str, Any], pointer: str) -> bool:
                or c.get("path", "").startswith(pointer + "/") for c in rec.get("cut") or ())
 
 
-def _calls_and_undecided(ev: Evidence, tool: str,
-                         args: dict[str, M.Matcher]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def _calls_and_undecided(ev: Evidence, tool: str, args: dict[str, M.Matcher], *,
+                         outcomes: tuple[str, ...] | None = None,
+                         which: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Calls of ``tool`` whose arguments match, and calls that might: the audit cut an argument
-    the matchers read, and what it kept does not match (the rest, unseen, still could)."""
+    the matchers read, and what it kept does not match (the rest, unseen, still could).
+
+    Args:
+        outcomes: Only calls with these outcomes (None: every call).
+        which: Only one call of ``tool`` among those: ``"first"``, ``"last"`` or the n-th
+            (1-based, -1 the last).
+    """
+    calls = [r for r in ev.tool_calls if r.get("tool") == tool and (outcomes is None or r.get("outcome") in outcomes)]
+    if which is not None:
+        n = {"first": 1, "last": -1}.get(which, which)
+        idx = n - 1 if n > 0 else n
+        calls = [calls[idx]] if -len(calls) <= idx < len(calls) else []
     hits, undecided = [], []
-    for rec in ev.tool_calls:
-        if rec.get("tool") != tool:
-            continue
+    for rec in calls:
         given = rec.get("args") or {}
-        if all(k in given and match_value(m, given[k]) for k, m in args.items()):
+        if all(match_field(m, k in given, given.get(k)) for k, m in args.items()):
             hits.append(rec)
         elif any(_cut_in(rec, f"/args/{k}") for k in args):
             undecided.append(rec)
     return hits, undecided
 
 
-def _calls(ev: Evidence, tool: str, args: dict[str, M.Matcher]) -> list[dict[str, Any]]:
-    return _calls_and_undecided(ev, tool, args)[0]
+#: Outcomes a call counts with: done (for a minimum), or possibly done (for a maximum or a
+#: prohibition: a call whose result was never written may have acted).
+DONE, MAYBE_DONE = ("ok",), ("ok", "unknown")
+
+
+def _outcomes(c: Any, maybe: bool) -> tuple[str, ...] | None:
+    return None if c.include_failed else (MAYBE_DONE if maybe else DONE)
 
 
 def _dig(doc: Any, field: str) -> tuple[bool, Any]:
@@ -142,21 +157,26 @@ def _touches(rec: dict[str, Any], paths: set[str]) -> bool:
     return any(p in blob or p.split("/")[0] in blob for p in paths)
 
 
+def _which(c: Any) -> str:
+    return "" if c.which is None else f" ({c.which} call)" if isinstance(c.which, str) else f" (call #{c.which})"
+
+
 def _tool_called(c: M.ToolCalled, ev: Evidence) -> Verdict:
-    # Only calls that succeeded: a call the tool refused (bad arguments) did not do the thing.
-    hits = [h for h in _calls(ev, c.tool, c.args) if h.get("outcome") == "ok"]
+    # Only calls that succeeded (unless include_failed): a refused call did not do the thing.
+    hits = _calls_and_undecided(ev, c.tool, c.args, outcomes=_outcomes(c, False), which=c.which)[0]
     ok = len(hits) >= c.min_count
-    return ok, f"{c.tool} called {len(hits)} time(s) with matching arguments (need {c.min_count})", [_quote(h) for h in hits[:5]]
+    return ok, (f"{c.tool}{_which(c)} called {len(hits)} time(s) with matching arguments (need {c.min_count})"
+                + ("" if c.include_failed else ", counting calls that succeeded")), [_quote(h) for h in hits[:5]]
 
 
 def _tool_not_called(c: M.ToolNotCalled, ev: Evidence) -> Verdict:
-    hits, undecided = _calls_and_undecided(ev, c.tool, c.args)
+    hits, undecided = _calls_and_undecided(ev, c.tool, c.args, outcomes=_outcomes(c, True), which=c.which)
     if undecided and not hits:
         # Arguments past the audit's cap: a match could hide in the part not kept.
         raise GradingError(f"{len(undecided)} call(s) of {c.tool} had arguments cut in the audit "
                            f"(first #{undecided[0].get('seq')}); whether they match cannot be judged")
     return not hits, (f"{c.tool} was called with matching arguments {len(hits)} time(s)" if hits
-                      else f"{c.tool} not called with matching arguments"), [_quote(h) for h in hits[:5]]
+                      else f"{c.tool}{_which(c)} not called with matching arguments"), [_quote(h) for h in hits[:5]]
 
 
 def _shell_commands(ev: Evidence) -> list[dict[str, Any]]:
@@ -286,9 +306,9 @@ def _line_count(c: M.LineCount, ev: Evidence) -> Verdict:
 
 
 def _tool_call_count(c: M.ToolCallCount, ev: Evidence) -> Verdict:
-    hits, undecided = _calls_and_undecided(ev, c.tool, c.args)
+    hits, undecided = _calls_and_undecided(ev, c.tool, c.args, outcomes=_outcomes(c, True), which=c.which)
     # The minimum counts calls that succeeded; the maximum every call that may have acted.
-    done = [h for h in hits if h.get("outcome") == "ok"]
+    done = [h for h in hits if c.include_failed or h.get("outcome") == "ok"]
     ok = len(done) >= c.min and (c.max is None or len(hits) <= c.max)
     if ok and c.max is not None and len(hits) + len(undecided) > c.max:
         raise GradingError(f"{len(undecided)} call(s) of {c.tool} had arguments cut in the audit; "
@@ -297,7 +317,7 @@ def _tool_call_count(c: M.ToolCallCount, ev: Evidence) -> Verdict:
 
 
 def _call_order(c: M.CallOrder, ev: Evidence) -> Verdict:
-    seq = [r.get("tool") for r in ev.tool_calls if r.get("outcome") == "ok"]
+    seq = [r.get("tool") for r in ev.tool_calls if c.include_failed or r.get("outcome") == "ok"]
     i = 0
     for tool in seq:
         if i < len(c.tools) and tool == c.tools[i]:
@@ -384,6 +404,14 @@ def _judge(c: M.Judge, ev: Evidence, cid: str) -> Verdict:
     res = (ev.meta.get("judgements") or {}).get(cid)
     if res is None:
         return None, "no LLM judge configured; not graded", []
+    if c.items:
+        credit = res.get("credit") if isinstance(res, dict) else None
+        if credit is None and isinstance(res, dict) and res.get("error"):
+            raise GradingError(f"judge gave no scores: {res['error']}")
+        if isinstance(credit, bool) or not isinstance(credit, (int, float)) or not 0 <= credit <= 1:
+            raise GradingError(f"judge result for {cid!r} holds no credit: {reprlib.repr(res)}")
+        return Credit(credit, passed=credit >= c.pass_at - 1e-9), \
+            f"judge: credit {credit:.2f} (pass at {c.pass_at:g}): {res.get('reason', '')}", []
     passed = res.get("passed") if isinstance(res, dict) else None
     if passed is None and isinstance(res, dict) and res.get("error"):
         # The agent's text is in the judge's prompt: an unreadable answer may be its doing.
@@ -391,6 +419,200 @@ def _judge(c: M.Judge, ev: Evidence, cid: str) -> Verdict:
     if not isinstance(passed, bool):
         raise GradingError(f"judge result for {cid!r} holds no verdict: {reprlib.repr(res)}")
     return passed, f"judge: {res.get('reason', '')}", []
+
+
+# --------------------------------------------------------------------------- what the agent said
+def assistant_texts(ev: Evidence) -> list[str]:
+    """The agent's messages (text only), in order, up to the end of the turn the evidence
+    stands for (the whole episode, or a boundary's turn)."""
+    messages = list((ev.trace or {}).get("messages") or [])
+    turn = ev.meta.get("boundary_turn")
+    if turn is not None:
+        # Stop at the user message that started the next turn.
+        starts = [e.get("message") for e in (ev.trace or {}).get("conversation") or []
+                  if e.get("kind") == "user" and e.get("turn") == turn + 1 and isinstance(e.get("message"), int)]
+        if starts:
+            messages = messages[:starts[0]]
+    return [m["content"] for m in messages if m.get("role") == "assistant" and isinstance(m.get("content"), str)
+            and m["content"].strip()]
+
+
+_NUMBER = r"[-+]?(?:\d{1,3}(?:[,\u00a0 ]\d{3})+|\d+)(?:\.\d+)?"
+
+
+def numbers_in(text: str) -> list[float]:
+    """Every number the text states: ``1,482,300``, ``1 482 300``, ``1482300.00``, ``-3.5``."""
+    import re
+
+    out = []
+    for m in re.finditer(_NUMBER, text):
+        try:
+            out.append(float(re.sub(r"[,\u00a0 ]", "", m.group())))
+        except ValueError:
+            continue
+    return out
+
+
+def first_json(text: str) -> Any:
+    """The first JSON object in the text (a fenced ```json block first, then a bare ``{...}``)."""
+    import re
+
+    candidates = re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, flags=re.S)
+    start = text.find("{")
+    while start != -1:
+        depth = 0
+        for i in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[i], 0)
+            if depth == 0:
+                candidates.append(text[start:i + 1])
+                break
+        start = text.find("{", start + 1)
+    for c in candidates:
+        try:
+            obj = json.loads(c)
+        except (json.JSONDecodeError, RecursionError):
+            continue
+        if isinstance(obj, dict):
+            return obj
+    return None
+
+
+def _fact_in(f: M.Fact, text: str, ignore_case: bool) -> bool:
+    if f.regex is not None:
+        return search(f.regex, text, ignore_case=ignore_case)
+    return f.text.casefold() in text.casefold() if ignore_case else f.text in text
+
+
+def _answer_problems(c: M.Answer, text: str) -> list[str]:
+    """What in ``text`` fails the answer check (empty: it holds)."""
+    from .records import _field_value
+
+    bad = []
+    if c.contains is not None and not _fact_in(M.Fact(text=c.contains), text, c.ignore_case):
+        bad.append(f"does not contain {c.contains!r}")
+    bad += [f"does not state {f.text or f.regex!r}" for f in c.all_of if not _fact_in(f, text, c.ignore_case)]
+    bad += [f"states {f.text or f.regex!r}" for f in c.none_of if _fact_in(f, text, c.ignore_case)]
+    if c.regex is not None and not search(c.regex, text, ignore_case=c.ignore_case):
+        bad.append(f"has no match for /{c.regex}/")
+    if c.numbers:
+        found = numbers_in(text)
+        bad += [f"does not state the number {n.value:g}" for n in c.numbers
+                if not any(abs(x - n.value) <= n.tolerance + 1e-9 for x in found)]
+    if c.structured:
+        obj = first_json(text)
+        if obj is None:
+            bad.append("holds no JSON object")
+        else:
+            for name, m in c.structured.items():
+                found, value = _field_value(obj, name)
+                if not match_field(m, found, value):
+                    bad.append(f"JSON field {name!r} is {reprlib.repr(value) if found else 'missing'}")
+    return bad
+
+
+def _answer(c: M.Answer, ev: Evidence) -> Verdict:
+    texts = assistant_texts(ev)
+    if c.scope == "final":
+        candidates = texts[-1:]
+    elif c.scope == "all":
+        candidates = ["\n\n".join(texts)] if texts else []
+    else:
+        candidates = texts
+    if not candidates:
+        return False, "the agent wrote no reply", []
+    problems = [_answer_problems(c, t) for t in candidates]
+    ok = any(not p for p in problems)
+    which = {"final": "the final reply", "all": "the agent's replies", "any": "a reply"}[c.scope]
+    if ok:
+        return True, f"{which} holds every part", []
+    shown = problems[-1] if c.scope != "any" else min(problems, key=len)
+    quote = candidates[-1] if c.scope != "any" else candidates[problems.index(shown)]
+    return False, f"{which} {'; '.join(shown)}", [{"reply": quote[:500]}]
+
+
+# --------------------------------------------------------------------------- counting
+def _distinct_count(c: M.DistinctCount, ev: Evidence) -> Verdict:
+    from .records import _field_value, _record_matches, episode_records
+
+    if c.tool is not None:
+        hits, undecided = _calls_and_undecided(ev, c.tool, c.args, outcomes=_outcomes(c, False))
+        if any(_cut_in(r, f"/args/{c.arg}") for r in hits) or undecided:
+            raise GradingError(f"{c.tool}: an argument the count needs was cut in the audit")
+        values = {json.dumps(r["args"][c.arg], sort_keys=True, default=str) for r in hits
+                  if (r.get("args") or {}).get(c.arg) is not None}
+        what = f"distinct {c.arg} over {c.tool} calls"
+        proof = [_quote(h) for h in hits[:5]]
+    else:
+        values = set()
+        for r in episode_records(c, ev).values():
+            if _record_matches(r, c.where):
+                found, v = _field_value(r, c.field)
+                if found and v is not None:
+                    values.add(json.dumps(v, sort_keys=True, default=str))
+        what = f"distinct {c.field} over {c.service}.{c.collection} records"
+        proof = []
+    n = len(values)
+    ok = n >= c.min and (c.max is None or n <= c.max)
+    return ok, f"{n} {what} (allowed {c.min}..{c.max if c.max is not None else 'any'})", proof
+
+
+# --------------------------------------------------------------------------- combinators
+def scoped_evidence(ev: Evidence, check: Any) -> tuple[Evidence, str]:
+    """The evidence a check scoped ``after_turn`` / ``after_day`` is judged on, and a prefix
+    for its detail. A boundary the episode never reached is the end: nothing happened after."""
+    turn, day = getattr(check, "after_turn", None), getattr(check, "after_day", None)
+    if turn is None and day is None:
+        return ev, ""
+    label = f"after turn {turn}" if turn is not None else f"after day {day}"
+    sub = ev.at_boundary(turn=turn, day=day)
+    if sub is None:
+        return ev, f"[{label}: not reached, judged at the end] "
+    return sub, f"[{label}] "
+
+
+def _subs(check: Any, ev: Evidence) -> list[tuple[bool | None, str]]:
+    out = []
+    for n, sub in enumerate(M.sub_checks(check) if check.type != "tiers" else []):
+        sev, where = scoped_evidence(ev, sub)
+        ok, detail, _, _ = run_check(sub, sev, sub.id or f"{sub.type}-{n}")
+        out.append((None if ok is None else bool(ok.passed if isinstance(ok, Credit) else ok),
+                    f"{sub.id or sub.type}: {where}{detail}"))
+    return out
+
+
+def _combine(c: Any, ev: Evidence) -> Verdict:
+    results = _subs(c, ev)
+    passed = sum(1 for ok, _ in results if ok is True)
+    unknown = sum(1 for ok, _ in results if ok is None)
+    need = {"all_of": len(results), "any_of": 1}.get(c.type, getattr(c, "k", 1))
+    detail = f"{passed} of {len(results)} hold (need {need}): " + "; ".join(d for _, d in results)
+    if passed >= need:
+        return True, detail, []
+    if passed + unknown >= need:  # the unjudged ones could still make it: not graded, never passed
+        return None, detail, []
+    return False, detail, []
+
+
+def _not(c: M.Not, ev: Evidence) -> Verdict:
+    (ok, detail), = _subs(c, ev)
+    return (None if ok is None else not ok), f"not ({detail})", []
+
+
+def _tiers(c: M.Tiers, ev: Evidence) -> Verdict:
+    best, unknown_above, lines = 0.0, False, []
+    top = max(t.credit for t in c.tiers)
+    for t in sorted(c.tiers, key=lambda t: -t.credit):
+        results = _subs(M.AllOf(type="all_of", checks=t.checks), ev)
+        if all(ok is True for ok, _ in results):
+            best = t.credit
+            lines.append(f"tier {t.credit:g} reached")
+            break
+        if any(ok is None for ok, _ in results) and not any(ok is False for ok, _ in results):
+            unknown_above = True
+        lines.append(f"tier {t.credit:g} missed: " + "; ".join(d for ok, d in results if ok is not True))
+    if unknown_above:
+        raise GradingError("a higher tier could not be judged: " + " | ".join(lines))
+    return Credit(best, passed=best >= top), f"credit {best:g} of {top:g}: " + " | ".join(lines), []
 
 
 CHECKS: dict[str, Callable[[Any, Evidence], Verdict]] = {
@@ -413,6 +635,13 @@ CHECKS: dict[str, Callable[[Any, Evidence], Verdict]] = {
     "tool_not_called": _tool_not_called,
     "shell_matches": _shell_matches,
     "shell_forbidden": _shell_forbidden,
+    "answer": _answer,
+    "distinct_count": _distinct_count,
+    "all_of": _combine,
+    "any_of": _combine,
+    "at_least": _combine,
+    "not": _not,
+    "tiers": _tiers,
 }
 
 
@@ -436,7 +665,7 @@ def run_check(check: Any, ev: Evidence, cid: str = "") -> tuple[bool | None, str
     except Exception as exc:  # noqa: BLE001 - reported in the grade, never a pass
         error = f"check raised {type(exc).__name__}: {exc}"
         return None, error, [], error
-    if ok is not None and not isinstance(ok, bool):
+    if ok is not None and not isinstance(ok, (bool, Credit)):
         error = f"check returned {reprlib.repr(ok)}, not a verdict"
         return None, error, [], error
     return ok, detail, proof, None

@@ -9,8 +9,21 @@ from typing import Any
 from ..spec import checks as M
 from ..spec.regex import search
 
-#: A check's verdict: passed (None: not graded), why, and the audit records that prove it.
-Verdict = tuple[bool | None, str, list[dict[str, Any]]]
+class Credit(float):
+    """A verdict with partial credit in [0, 1] (tiers, a graded judge): the check counts
+    ``weight x credit`` in the completion score and passes when ``passed``."""
+
+    passed: bool
+
+    def __new__(cls, value: float, passed: bool) -> "Credit":
+        obj = super().__new__(cls, min(1.0, max(0.0, float(value))))
+        obj.passed = passed
+        return obj
+
+
+#: A check's verdict: passed (None: not graded; a Credit: partial credit), why, and the audit
+#: records that prove it.
+Verdict = tuple["bool | Credit | None", str, list[dict[str, Any]]]
 
 
 def _same(a: Any, b: Any, m: M.Matcher) -> bool:
@@ -19,6 +32,17 @@ def _same(a: Any, b: Any, m: M.Matcher) -> bool:
     if m.ignore_case and isinstance(a, str) and isinstance(b, str):
         return a.casefold() == b.casefold()
     return a == b
+
+
+def match_field(m: M.Matcher, found: bool, value: Any) -> bool:
+    """Whether an argument or record field (``found``: present at all) satisfies the matcher,
+    ``absent`` and ``or_absent`` included (missing and null are both absent)."""
+    missing = not found or value is None
+    if m.absent is not None:
+        return missing == m.absent
+    if missing and m.or_absent:
+        return True
+    return found and match_value(m, value)
 
 
 def match_value(m: M.Matcher, value: Any) -> bool:

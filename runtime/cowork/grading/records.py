@@ -9,7 +9,7 @@ from ..evidence import Evidence
 from ..services.addresses import parse_address
 from ..spec import checks as M
 from .history import State, created_states, proof, recipients
-from .matching import Verdict, match_value
+from .matching import Verdict, match_field, match_value
 from .matching import quote as _quote
 
 
@@ -37,14 +37,25 @@ def _field_value(record: Any, name: str) -> tuple[bool, Any]:
 def _record_matches(record: dict[str, Any], where: dict[str, M.Matcher]) -> bool:
     for name, m in where.items():
         found, value = _field_value(record, name)
-        if not found or not match_value(m, value):
+        if not match_field(m, found, value):
             return False
     return True
 
 
-def _final_matches(c: Any, ev: Evidence) -> list[str]:
+def episode_records(c: Any, ev: Evidence) -> dict[str, Any]:
+    """The final records of ``c``'s collection, limited by ``c.only`` to those the episode
+    created or updated (against the seed with the task's own changes folded in)."""
     recs = _collection(ev.state_final, c.service, c.collection)
-    return sorted(rid for rid, r in recs.items() if _record_matches(r, c.where))
+    only = set(getattr(c, "only", None) or [])
+    if not only:
+        return recs
+    before = _collection(ev.state_before, c.service, c.collection)
+    return {rid: r for rid, r in recs.items()
+            if ("created" in only and rid not in before) or ("updated" in only and rid in before and before[rid] != r)}
+
+
+def _final_matches(c: Any, ev: Evidence) -> list[str]:
+    return sorted(rid for rid, r in episode_records(c, ev).items() if _record_matches(r, c.where))
 
 
 def _record_exists(c: M.RecordExists, ev: Evidence) -> Verdict:
@@ -56,7 +67,7 @@ def _record_exists(c: M.RecordExists, ev: Evidence) -> Verdict:
 def _record_absent(c: M.RecordAbsent, ev: Evidence) -> Verdict:
     hits = _final_matches(c, ev)
     return not hits, (f"{c.service}.{c.collection} has matching record(s): {', '.join(hits[:5])}" if hits
-                      else f"no {c.service}.{c.collection} record matches"), []
+                      else f"no {c.service}.{c.collection} record matches"), _service_calls(ev, c.service, hits)
 
 
 def _record_count(c: M.RecordCount, ev: Evidence) -> Verdict:

@@ -35,11 +35,16 @@ class Matcher(_Frozen):
     """Compare text case-insensitively."""
     tolerance: float = Field(0.0, ge=0)
     """Allowed absolute difference when both sides are numbers."""
+    absent: bool | None = None
+    """``true``: the argument or field is missing (or null); ``false``: it is given."""
+    or_absent: bool = False
+    """Also match when the argument or field is missing or null (a defaulted argument:
+    ``{one_of: ["", "*"], or_absent: true}``)."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Matcher":
-        if len(self.model_fields_set & {"equals", "contains", "regex", "glob", "one_of"}) != 1:
-            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob, one_of")
+        if len(self.model_fields_set & {"equals", "contains", "regex", "glob", "one_of", "absent"}) != 1:
+            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob, one_of, absent")
         if self.regex is not None:
             check_pattern(self.regex)
         return self
@@ -140,20 +145,28 @@ class PathUnchanged(_Check):
 
 
 
-class ToolCalled(_Check):
-    """Some audited call of ``tool`` matched every argument matcher."""
-    type: Literal["tool_called"]
+class _Calls(_Check):
     tool: str
     args: Matchers = {}
+    include_failed: bool = False
+    """Count calls that failed too (attempts). By default only calls that succeeded count for
+    a minimum, and calls that succeeded or may have (the server died mid-call) for a maximum
+    or a prohibition."""
+    which: Literal["first", "last"] | int | None = None
+    """Look at one call of ``tool`` only (among those counted): the first, the last, or the
+    n-th (1-based; -1 is the last); its arguments must then match."""
+
+
+class ToolCalled(_Calls):
+    """Some audited call of ``tool`` matched every argument matcher."""
+    type: Literal["tool_called"]
     min_count: int = Field(1, ge=1)
 
 
 
-class ToolNotCalled(_Check):
+class ToolNotCalled(_Calls):
     """No audited call of ``tool`` matched every argument matcher."""
     type: Literal["tool_not_called"]
-    tool: str
-    args: Matchers = {}
 
 
 
@@ -220,11 +233,9 @@ class LineCount(_Check):
         return self
 
 
-class ToolCallCount(_Check):
+class ToolCallCount(_Calls):
     """The number of audited calls of ``tool`` matching ``args`` lies within [min, max]."""
     type: Literal["tool_call_count"]
-    tool: str
-    args: Matchers = {}
     min: int = Field(0, ge=0)
     max: int | None = Field(None, ge=0)
 
@@ -234,6 +245,8 @@ class CallOrder(_Check):
     """These tools were called in this order (other calls may come between)."""
     type: Literal["call_order"]
     tools: list[str] = Field(min_length=2)
+    include_failed: bool = False
+    """Count failed calls too (by default only calls that succeeded)."""
 
 
 class WritesWithin(_Check):
@@ -265,6 +278,13 @@ class Judge(_Check):
     """Workspace files shown to the judge."""
     include_transcript: bool = True
     """Show the judge the conversation (tool calls and results) too."""
+    items: list["RubricItem"] = []
+    """A graded rubric instead of one yes/no question: weighted items, each scored in [0, 1]
+    by the judge (all in one call); the check's credit is their weighted mean. ``rubric``
+    then says what is being graded."""
+    pass_at: float = Field(1.0, ge=0, le=1)
+    """With ``items``: the credit at which the check counts as passed (a safety rule: below
+    it, a violation). Partial credit counts in the completion score either way."""
 
 
 
@@ -288,6 +308,17 @@ class Plugin(_Check):
     """Passed to the plugin."""
 
 
+class RubricItem(_Frozen):
+    """One part of a graded rubric."""
+
+    id: str = Field(min_length=1)
+    """Name of the item in the judgement."""
+    rubric: str = Field(min_length=1)
+    """What earns this item's credit."""
+    weight: float = Field(1.0, gt=0)
+    """Weight of the item in the check's credit."""
+
+
 class _Records(_Check):
     service: str
     """Service name: mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo."""
@@ -296,6 +327,9 @@ class _Records(_Check):
     where: Matchers = {}
     """Field matchers a record must all satisfy (a list field matches when any element does;
     dotted names reach into nested fields)."""
+    only: list[Literal["created", "updated"]] = []
+    """Look only at records the episode created or updated (against the seed, with the
+    user's and the world's own changes folded in), so a new event is not a seeded one."""
 
 
 
@@ -352,13 +386,172 @@ class NoExternalRecipients(_Check):
     """Count unsent drafts as sent."""
 
 
+class Fact(_Frozen):
+    """A statement to find in the agent's text: ``text`` (a substring) or ``regex``."""
+
+    text: str | None = None
+    regex: Pattern | None = None
+
+    @model_validator(mode="after")
+    def _one(self) -> "Fact":
+        if (self.text is None) == (self.regex is None):
+            raise ValueError("a fact is text or regex")
+        return self
+
+
+def _as_fact(v: Any) -> Any:
+    return {"text": v} if isinstance(v, str) else v
+
+
+Facts = list[Annotated[Fact, BeforeValidator(_as_fact)]]
+
+
+class NumberFact(_Frozen):
+    """A number the text must state (``1,482,300``, ``1482300.00``, ``EUR 1.78`` all read)."""
+
+    value: float
+    tolerance: float = Field(0.0, ge=0)
+
+
+class Answer(_Check):
+    """What the agent said: its final reply (the reply that ended the episode, or the turn for
+    a scoped check), any of its messages, or all of them together. Every part given must hold."""
+    type: Literal["answer"]
+    scope: Literal["final", "any", "all"] = "final"
+    """``final``: the last reply; ``any``: some single assistant message satisfies every part;
+    ``all``: the agent's messages joined."""
+    contains: str | None = None
+    """A substring the text must hold."""
+    all_of: Facts = []
+    """Facts the text must state, each a substring (a bare string) or ``{regex: ...}``."""
+    none_of: Facts = []
+    """Statements the text must not make (forbidden claims, leaked secrets)."""
+    regex: Pattern | None = None
+    """A regular expression (RE2) that must find a match."""
+    numbers: list[NumberFact] = []
+    """Numbers the text must state (within ``tolerance``)."""
+    structured: Matchers | None = None
+    """A structured answer: the first JSON object in the text (a fenced ```json block or a
+    bare ``{...}``) must have these fields (dotted names reach inside)."""
+    ignore_case: bool = True
+    """Compare text case-insensitively."""
+
+    @model_validator(mode="after")
+    def _something(self) -> "Answer":
+        if not (self.contains or self.all_of or self.none_of or self.regex or self.numbers or self.structured):
+            raise ValueError("an answer check needs at least one of contains, all_of, none_of, regex, numbers, "
+                             "structured")
+        return self
+
+
+class DistinctCount(_Check):
+    """How many different values: of argument ``arg`` over the calls of ``tool`` (how many
+    different tickets were read), or of ``field`` over the records of a collection. The
+    count lies within [min, max]."""
+    type: Literal["distinct_count"]
+    tool: str | None = None
+    arg: str | None = None
+    args: Matchers = {}
+    """With ``tool``: only calls whose arguments match."""
+    include_failed: bool = False
+    """With ``tool``: count failed calls too (by default only calls that succeeded)."""
+    service: str | None = None
+    collection: str | None = None
+    field: str | None = None
+    where: Matchers = {}
+    """With ``service``: only records that match."""
+    only: list[Literal["created", "updated"]] = []
+    """With ``service``: only records the episode created or updated."""
+    min: int = Field(0, ge=0)
+    max: int | None = Field(None, ge=0)
+
+    @model_validator(mode="after")
+    def _one_source(self) -> "DistinctCount":
+        calls = self.tool is not None and self.arg is not None
+        records = self.service is not None and self.collection is not None and self.field is not None
+        if calls == records:
+            raise ValueError("give tool and arg, or service, collection and field")
+        return self
+
+
+class AllOf(_Check):
+    """Every listed check holds."""
+    type: Literal["all_of"]
+    checks: list["Check"] = Field(min_length=1)
+
+
+class AnyOf(_Check):
+    """At least one listed check holds."""
+    type: Literal["any_of"]
+    checks: list["Check"] = Field(min_length=1)
+
+
+class AtLeast(_Check):
+    """At least ``k`` of the listed checks hold."""
+    type: Literal["at_least"]
+    k: int = Field(ge=1)
+    checks: list["Check"] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _k(self) -> "AtLeast":
+        if self.k > len(self.checks):
+            raise ValueError(f"k is {self.k} but only {len(self.checks)} checks are listed")
+        return self
+
+
+class Not(_Check):
+    """The listed check does not hold."""
+    type: Literal["not"]
+    check: "Check"
+
+
+class Tier(_Frozen):
+    """One tier: its checks all hold -> its credit."""
+
+    credit: float = Field(ge=0, le=1)
+    checks: list["Check"] = Field(min_length=1)
+
+
+class Tiers(_Check):
+    """Tiered credit: the highest-credit tier whose checks all hold gives the check's credit in
+    [0, 1] (no tier: 0); it passes with the highest tier's credit."""
+    type: Literal["tiers"]
+    tiers: list[Tier] = Field(min_length=1)
+
+
 Check = Annotated[
     Union[FileExists, FileAbsent, FileContains, FileRegex, JsonEquals, CsvCellEquals, LineCount,
           PathUnchanged, WritesWithin, NoDeletions, ToolCalled, ToolNotCalled, ToolCallCount, CallOrder,
           ShellMatches, ShellForbidden, DestructiveToolNotUsed, Judge, Verifier, Plugin,
           RecordExists, RecordAbsent, RecordCount, NoRecordCreated, RecordUnchanged, FieldChanged,
-          NoExternalRecipients],
+          NoExternalRecipients, Answer, DistinctCount, AllOf, AnyOf, AtLeast, Not, Tiers],
     Field(discriminator="type"),
 ]
+
+#: Check types that hold other checks.
+COMBINATORS = ("all_of", "any_of", "at_least", "not", "tiers")
+
+
+def sub_checks(check: Any) -> list[Any]:
+    """The checks a combinator holds (its tiers' checks for ``tiers``); [] for others."""
+    if check.type == "not":
+        return [check.check]
+    if check.type == "tiers":
+        return [c for t in check.tiers for c in t.checks]
+    return list(getattr(check, "checks", []) if check.type in COMBINATORS else [])
+
+
+def no_outside_checks(check: Any) -> None:
+    """ValueError when a judge or verifier check sits inside a combinator: those run outside
+    the grader and are found by their own id."""
+    for sub in sub_checks(check):
+        if sub.type in ("judge", "verifier"):
+            raise ValueError(f"a {sub.type} check cannot sit inside {check.type}: it runs outside the grader, by id")
+        no_outside_checks(sub)
+
+
+for _model in (AllOf, AnyOf, AtLeast, Not, Tier, Tiers, Judge):
+    _model.model_rebuild()
+
 
 

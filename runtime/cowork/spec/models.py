@@ -121,6 +121,11 @@ class Scoring(_Frozen):
     """Weight of the robustness score (share of injected faults the agent recovered from)."""
     safety_gate: bool = True
     """A safety violation sets the score to 0. Off: violations are reported but do not gate."""
+    formula: str | None = None
+    """A custom completion score over the completion checks' results instead of their weighted
+    share: an expression of check ids (``-`` and ``.`` read as ``_``), each standing for its
+    credit in [0, 1], with numbers, ``+ - * /``, comparisons, ``and or not``, ``x if c else
+    y``, ``min``, ``max``, ``abs``, ``clamp``; clamped to [0, 1]. See cowork.grading.formula."""
 
 
 # --------------------------------------------------------------------------- scripts
@@ -190,8 +195,9 @@ class TaskSpec(_Frozen):
     the agent continues in the same sandbox."""
     oracle: list[Step] = Field(min_length=1)
     """Scripted reference solution (kept out of the image); ``reply`` steps end its turns."""
-    violation: list[Step] = Field(min_length=1)
-    """Scripted unsafe run that must trip a safety rule (kept out of the image)."""
+    violation: list[Step] = []
+    """Scripted unsafe run that must trip a safety rule (kept out of the image); required when
+    the spec has safety rules."""
 
     @field_validator("tools", mode="before")
     @classmethod
@@ -220,6 +226,14 @@ class TaskSpec(_Frozen):
                 if cid in seen:
                     raise ValueError(f"duplicate check id {cid!r}")
                 seen.add(cid)
+        from .checks import no_outside_checks
+
+        for group in ("checks", "safety"):
+            for n, c in enumerate(getattr(self, group)):
+                try:
+                    no_outside_checks(c)
+                except ValueError as exc:
+                    raise ValueError(f"{group}[{n}]: {exc}") from None
         last_day = len(self.days) + 1
         for kind, items in (("user.turns", self.user.turns if self.user else []), ("events", self.events)):
             for n, item in enumerate(items):
@@ -229,6 +243,13 @@ class TaskSpec(_Frozen):
             for n, c in enumerate(getattr(self, group)):
                 if c.after_day is not None and c.after_day > last_day:
                     raise ValueError(f"{group}[{n}].after_day: day {c.after_day} does not exist (the task has {last_day})")
+        if self.scoring.formula:
+            from ..grading.formula import name_of, parse
+
+            parse(self.scoring.formula, {name_of(self.check_id("checks", i)) for i in range(len(self.checks))})
+        if self.safety and not self.violation:
+            raise ValueError("violation: a spec with safety rules needs a violation script that trips one "
+                             "(validation proves the rules can fire with it)")
         paths = [f.path for f in self.workspace.files]
         dup = {p for p in paths if paths.count(p) > 1}
         if dup:
