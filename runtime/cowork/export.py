@@ -7,7 +7,6 @@ writes one file. docs/exports.md gives the formats, the curation rules and the r
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import json
 import logging
@@ -737,27 +736,12 @@ def _trl_parquet(rows: list[dict[str, Any]], path: Path) -> None:
 
 
 # --------------------------------------------------------------------------- CLI
-def add_export_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add ``export`` to the ``cowork`` command's subparsers; :func:`run_export` runs it."""
-    p = subparsers.add_parser("export", help="write SFT (OpenAI, TRL) or RL (token ids, rewards) data from rollouts")
-    p.add_argument("results", nargs="+", help="rollout output folders or results.jsonl files (pooled)")
-    p.add_argument("--format", required=True, choices=FORMATS, help="openai-sft (JSONL), trl-sft or rl")
-    p.add_argument("--out", required=True, help="the file to write: .jsonl or .parquet (or say which with --as)")
-    p.add_argument("--as", dest="as_format", choices=("jsonl", "parquet"), help="file kind whatever --out ends with")
-    p.add_argument("--reward", default="score", choices=MODES,
-                   help="rl: score, pass, safety_gated, grpo (group advantage) or turn (per-turn credit); "
-                        "see docs/exports.md")
-    p.add_argument("--max-turns", type=int, help="SFT: leave out episodes of more assistant turns")
-    p.add_argument("--min-score", type=float, help="SFT: leave out episodes scored below this")
-    p.add_argument("--no-curate", action="store_true",
-                   help="SFT: keep failed, unsafe and duplicate episodes too (infra errors and invalid "
-                        "conversations are still left out)")
-    p.add_argument("--json", action="store_true", help="print the report as JSON")
-    return p
-
-
-def run_export(args: argparse.Namespace) -> int:
+def run_export(args: Any) -> int:
     """Run ``cowork export``: write the file, print what was kept and why the rest was not.
+
+    ``args`` carries the command's options by name (``results``, ``format``, ``out``,
+    ``as_format``, ``reward``, ``max_turns``, ``min_score``, ``no_curate``, ``json``); the
+    command itself is defined in ``cowork.cli``.
 
     Returns:
         0 when at least one episode was written, 1 when none was kept.
@@ -779,6 +763,6 @@ def run_export(args: argparse.Namespace) -> int:
     return 0 if report.kept else 1
 
 
-__all__ = ["DROP_REASONS", "FORMATS", "CurationReport", "EpisodeRecord", "add_export_parser", "export",
+__all__ = ["DROP_REASONS", "FORMATS", "CurationReport", "EpisodeRecord", "export",
            "load_episodes", "openai_sft_line", "rl_examples", "run_export", "sft_examples", "trl_sft_row",
            "validate_openai_sft_line"]
