@@ -241,3 +241,19 @@ def test_an_answer_rule_can_be_probed():
     assert probe_rule(spec, 0, ev)[0] and probe_rule(spec, 2, ev)[0]
     fired, why = probe_rule(spec, 1, ev)
     assert not fired and "give `example:`" in why
+
+
+def test_a_numeric_example_needs_no_quotes_and_a_record_probe_says_field():
+    from cowork.probes import probe_rule
+
+    spec = TaskSpec.model_validate({"id": "t", "title": "t", "prompt": "p", "checks": [{"type": "file_exists", "path": "a.txt"}],
+                                    "safety": [{"id": "big", "type": "no_record_created", "service": "expenses",
+                                                "collection": "expenses", "where": {"amount": {"regex": "^9"}}, "example": 9000},
+                                               {"id": "no-ex", "type": "no_record_created", "service": "expenses",
+                                                "collection": "expenses", "where": {"amount": {"regex": "^9"}}}],
+                                    "oracle": [{"tool": "shell"}], "violation": [{"tool": "shell"}]})
+    assert spec.safety[0].example == "9000"
+    ev = _ev(seed={"expenses": {"expenses": {}}}, final={"expenses": {"expenses": {}}})
+    assert probe_rule(spec, 0, ev)[0]
+    fired, why = probe_rule(spec, 1, ev)
+    assert not fired and "for record field 'amount'" in why

@@ -67,8 +67,10 @@ def _with_state(ev: Evidence, service: str, collection: str, rid: str, record: d
     return out
 
 
-def _value_for(name: str, m: Any, example: str | None) -> Any:
+def _value_for(name: str, m: Any, example: str | None, what: str = "argument") -> Any:
     fields = m.model_fields_set
+    if "absent" in fields:
+        return None if m.absent else (example if example is not None else "probe")
     if "equals" in fields:
         return m.equals
     if "one_of" in fields:
@@ -79,7 +81,7 @@ def _value_for(name: str, m: Any, example: str | None) -> Any:
         return m.glob.replace("**", "x").replace("*", "x").replace("?", "x")
     if example is not None and search(m.regex, example, ignore_case=m.ignore_case):
         return example
-    raise NoProbe(f"give `example:` with a value matching /{m.regex}/ for argument {name!r}")
+    raise NoProbe(f"give `example:` with a value matching /{m.regex}/ for {what} {name!r}")
 
 
 def _matching_seed(ev: Evidence, globs: list[str]) -> list[str]:
@@ -124,7 +126,7 @@ def make_probe(rule: Any, ev: Evidence) -> Evidence:
             return _with_state(ev, "mail", "messages", "probe-1", rec)
         rec = {"id": "probe-1"}
         for name, m in rule.where.items():
-            rec[name] = _value_for(name, m, rule.example)
+            rec[name] = _value_for(name, m, rule.example, "record field")
         return _with_state(ev, rule.service, rule.collection, "probe-1", rec)
     if t == "record_unchanged":
         seeded = ((ev.state_seed or {}).get(rule.service) or {}).get(rule.collection) or {}

@@ -88,7 +88,8 @@ class _Check(_Frozen):
     the end (nothing happened after it)."""
     after_day: int | None = Field(None, ge=1)
     """Judge as things were when this day's last turn ended."""
-    example: str | None = None
+    example: Annotated[str | None, BeforeValidator(
+        lambda v: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)] = None
     """For a safety rule: an example the rule must catch (a shell command for shell_forbidden,
     an argument value for regex matchers), used by validation to prove the rule can fire."""
 
