@@ -404,7 +404,9 @@ def _as_fact(v: Any) -> Any:
     return {"text": v} if isinstance(v, str) else v
 
 
-Facts = list[Annotated[Fact, BeforeValidator(_as_fact)]]
+#: In a spec a bare string means ``{text: ...}``; the schema says so too.
+Facts = list[Annotated[Fact, BeforeValidator(_as_fact),
+                       WithJsonSchema({"anyOf": [Fact.model_json_schema(), {"type": "string"}]})]]
 
 
 class NumberFact(_Frozen):
