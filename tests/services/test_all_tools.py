@@ -64,10 +64,35 @@ SAMPLES: dict[str, dict] = {
     "expenses_approve": {"expense_id": "exp-1"}, "expenses_reject": {"expense_id": "exp-2", "reason": "No receipt"},
     "todo_list": {}, "todo_create": {"title": "Call Dana"}, "todo_update": {"task_id": "task-1", "priority": "low"},
     "todo_complete": {"task_id": "task-1"}, "todo_delete": {"task_id": "task-1"},
+    "mail_label": {"message_ids": ["msg-1", "msg-2"], "add": ["todo"], "remove": ["finance"]},
+    "crm_update_account": {"account_id": "acct-2", "status": "active", "tier": "gold"},
+    "crm_export": {"tier": "gold"},
+    "expenses_list_transactions": {}, "expenses_list_reports": {}, "expenses_get_report": {"report_id": "rpt-1"},
+    "expenses_create_report": {"title": "Hotel", "transaction_ids": ["txn-2"]},
+    "expenses_submit_report": {"report_id": "rpt-2"},
+    "inventory_list_warehouses": {}, "inventory_list_products": {}, "inventory_get_product": {"product_id": "WID-100"},
+    "inventory_adjust_stock": {"product_id": "GAD-200", "delta": 10, "reason": "received PO-7"},
+    "inventory_list_orders": {}, "inventory_get_order": {"order_id": "ord-1"},
+    "inventory_create_order": {"customer": "Hooli", "lines": [{"product_id": "WID-100", "quantity": 3}]},
+    "inventory_update_order_status": {"order_id": "ord-1", "status": "shipped", "tracking": "1Z1"},
+    "inventory_cancel_order": {"order_id": "ord-1", "reason": "customer asked"},
+    "config_list_flags": {}, "config_get_flag": {"key": "new-checkout"},
+    "config_set_flag": {"key": "new-checkout", "enabled": True, "rollout": 10, "reason": "canary"},
+    "config_list_settings": {}, "config_get_setting": {"key": "session.timeout_minutes"},
+    "config_set_setting": {"key": "session.timeout_minutes", "value": 45, "reason": "users asked"},
+    "config_history": {},
+    "scheduler_list_jobs": {}, "scheduler_get_job": {"job_id": "job-1"}, "scheduler_list_runs": {},
+    "scheduler_get_run": {"run_id": "run-2"}, "scheduler_trigger_run": {"job_id": "job-2"},
+    "scheduler_pause_job": {"job_id": "job-1", "reason": "disk swap"}, "scheduler_resume_job": {"job_id": "job-3"},
+    "scheduler_update_schedule": {"job_id": "job-1", "schedule": "30 3 * * *"},
+    "news_list_feeds": {"include_available": True}, "news_list_items": {}, "news_search_items": {"query": "chip"},
+    "news_read_item": {"item_id": "item-1"}, "news_subscribe": {"url": "https://security.example/rss"},
+    "news_unsubscribe": {"feed_id": "feed-2"},
 }
 
 #: Tools whose effect or content crosses the organisation's boundary.
-OPEN_WORLD = {"mail_send", "mail_reply", "mail_forward", "documents_share", "kb_web_search", "kb_web_fetch"}
+OPEN_WORLD = {"mail_send", "mail_reply", "mail_forward", "documents_share", "kb_web_search", "kb_web_fetch",
+              "news_list_items", "news_search_items", "news_read_item", "news_subscribe"}
 
 
 _ANNOTATIONS: dict = {}
@@ -88,7 +113,7 @@ class TestCatalog:
             assert all(t.startswith(service + "_") for t in tools), service
             assert len(set(tools)) == len(tools)
         assert set(registry.SERVICES) == set(SERVICE_TOOLS)
-        assert len(SERVICE_TOOLS) >= 10
+        assert len(SERVICE_TOOLS) >= 14
 
     def test_services_import_nothing_host_side(self):
         allowed = {"fastmcp", "pydantic", "cowork.formats"}
@@ -134,7 +159,8 @@ class TestAnnotations:
 
     async def test_deleting_tools_are_destructive(self, client):
         tools = {t.name: t.annotations for t in await client.list_tools()}
-        for name in ("mail_delete", "documents_delete", "todo_delete", "calendar_cancel_event", "documents_edit"):
+        for name in ("mail_delete", "documents_delete", "todo_delete", "calendar_cancel_event", "documents_edit",
+                     "inventory_cancel_order", "news_unsubscribe"):
             assert tools[name].destructive_hint, name
 
     async def test_pagination_arguments_on_lists(self, client):

@@ -23,7 +23,8 @@ CALLS: list[tuple[str, dict[str, Any]]] = [
     ("todo_list", {}), ("mail_mark_read", {"message_ids": ["msg-1"]}),
 ] * 8
 #: The service tools these tests call; registering only these keeps each server quick to build.
-USED = {tool for tool, _ in CALLS} | {"mail_send", "kb_search"}
+USED = {tool for tool, _ in CALLS} | {"mail_send", "kb_search", "inventory_create_order", "inventory_list_products",
+                                     "config_set_flag", "scheduler_trigger_run", "news_subscribe"}
 
 
 def build(config: dict, seed: int | None = None, audit_log: AuditLog | None = None):
@@ -105,6 +106,20 @@ class TestFaults:
                            "tools": {"mail_read": {"rate": 1, "kinds": ["500"]}}})
         out = await run(mcp, [("mail_list_messages", {}), ("mail_read", {"message_id": "msg-1"}), ("todo_list", {})])
         assert out == ["ok", "500 Internal Server Error", "500 Internal Server Error"]
+
+    async def test_new_services_are_faulted_per_tool_and_per_service(self):
+        ctx, mcp, records = build({"tools": {"inventory_create_order": {"rate": 1, "kinds": ["429"]}},
+                                   "services": {"config": {"rate": 1, "kinds": ["500"]}}})
+        before = dump_state(ctx.db)
+        order = {"customer": "x", "lines": [{"product_id": "WID-100", "quantity": 1}]}
+        out = await run(mcp, [("inventory_create_order", order), ("inventory_list_products", {}),
+                              ("config_set_flag", {"key": "dark-mode", "enabled": False, "reason": "r"}),
+                              ("scheduler_trigger_run", {"job_id": "job-2"})])
+        assert out == ["429 Too Many Requests", "ok", "500 Internal Server Error", "ok"]
+        after = dump_state(ctx.db)
+        assert after["inventory"] == before["inventory"] and after["config"] == before["config"]  # nothing changed
+        assert [r["tool"] for r in records if r["kind"] == "fault"] == ["inventory_create_order", "config_set_flag"]
+        assert [r["action"] for r in records if r["kind"] == "service_action"] == ["trigger"]
 
     async def test_workspace_tools_are_never_faulted(self):
         _, mcp, records = build({"default": {"rate": 1, "kinds": ["500"]}})

@@ -106,3 +106,45 @@ class TestOrganising:
         assert messages(env)["msg-1"]["read"] is False
         await fails(client, "mail_mark_read", "Unknown message id 'x'", message_ids=["msg-2", "x"])
         assert messages(env)["msg-2"]["read"] is False  # the failed call changed nothing
+
+
+class TestLabels:
+    async def test_seeded_labels_are_trimmed_and_shown(self, client, env):
+        assert messages(env)["msg-5"]["labels"] == ["finance", "q3"] and messages(env)["msg-2"]["labels"] == []
+        out = await call(client, "mail_list_messages")
+        assert {m["id"]: m["labels"] for m in out["messages"]} == {"msg-2": [], "msg-5": ["finance", "q3"],
+                                                                  "msg-1": ["Finance"]}
+        folders = await call(client, "mail_list_folders")
+        assert folders["labels"] == [{"name": "Finance", "total": 1, "unread": 1},
+                                     {"name": "finance", "total": 1, "unread": 1}, {"name": "q3", "total": 1, "unread": 1}]
+
+    async def test_label_filters(self, client):
+        ids = lambda out: [m["id"] for m in out["messages"]]
+        assert ids(await call(client, "mail_list_messages", label="FINANCE")) == ["msg-5", "msg-1"]
+        assert ids(await call(client, "mail_search", label="q3")) == ["msg-5"]
+        assert ids(await call(client, "mail_search", label="q3", query="nothing here")) == []
+        assert ids(await call(client, "mail_list_messages", label="none")) == []
+
+    async def test_add_and_remove(self, client, env):
+        out = await call(client, "mail_label", message_ids=["msg-1", "msg-2", "msg-1"], add=["Urgent", "urgent", " todo "],
+                         remove=["FINANCE"])
+        assert out["updated"] == ["msg-1", "msg-2"]
+        assert out["labels"] == {"msg-1": ["Urgent", "todo"], "msg-2": ["Urgent", "todo"]}
+        assert messages(env)["msg-1"]["labels"] == ["Urgent", "todo"]
+        assert actions(env) == [("mail", "label")]
+        again = await call(client, "mail_label", message_ids=["msg-1"], add=["urgent"])
+        assert again["updated"] == [] and actions(env) == [("mail", "label")]  # nothing changed, nothing audited
+        out = await call(client, "mail_label", message_ids=["msg-2"], remove=["todo", "absent"])
+        assert out["labels"] == {"msg-2": ["Urgent"]}
+
+    async def test_label_errors_change_nothing(self, client, env):
+        await fails(client, "mail_label", "Nothing to change", message_ids=["msg-1"])
+        await fails(client, "mail_label", "Label 'x' is both added and removed", message_ids=["msg-1"], add=["X"], remove=["x"])
+        await fails(client, "mail_label", "Unknown message id 'nope'", message_ids=["msg-2", "nope"], add=["a"])
+        await fails(client, "mail_label", "message_ids", message_ids=[], add=["a"])
+        await fails(client, "mail_label", "add", message_ids=["msg-1"], add=[" "])
+        assert messages(env)["msg-2"]["labels"] == [] and actions(env) == []
+
+    async def test_new_mail_has_no_labels(self, client, env):
+        out = await call(client, "mail_send", to=["dana@acme.com"], subject="s", body="b")
+        assert messages(env)[out["message"]["id"]]["labels"] == [] and out["message"]["labels"] == []

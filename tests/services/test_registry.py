@@ -28,6 +28,11 @@ async def mutate(client) -> None:
     await call(client, "tickets_close", ticket_id="tkt-1", resolution="done")
     await call(client, "chat_send_dm", user="sam", text="hi")
     await call(client, "todo_create", title="new")
+    await call(client, "inventory_create_order", customer="x", lines=[{"product_id": "WID-100", "quantity": 1}])
+    await call(client, "config_set_flag", key="dark-mode", enabled=False, reason="r")
+    await call(client, "scheduler_trigger_run", job_id="job-2")
+    await call(client, "news_subscribe", url="https://security.example/rss")
+    await call(client, "expenses_create_report", title="t", transaction_ids=["txn-4"])
 
 
 class TestReset:
@@ -44,7 +49,9 @@ class TestReset:
         ids = []
         for _ in range(10):
             await mutate(client)
-            ids.append(sorted(dump_state(env.ctx.db)["todo"]["tasks"]))
+            dump = dump_state(env.ctx.db)
+            ids.append([sorted(dump[s][c]) for s, c in (("todo", "tasks"), ("inventory", "orders"), ("inventory", "movements"),
+                                                       ("config", "history"), ("scheduler", "runs"), ("news", "items"))])
             reset(env.ctx, env.seed)
             assert state_hash(dump_state(env.ctx.db)) == expected
         assert all(i == ids[0] for i in ids)  # new ids restart after a reset
@@ -72,7 +79,8 @@ class TestDumpAndDiff:
     def test_dump_is_canonical_json(self, env):
         dump = dump_state(env.ctx)
         assert json.loads(json.dumps(dump)) == dump
-        assert set(dump) == {"mail", "calendar", "contacts", "documents", "tickets", "crm", "chat", "kb", "expenses", "todo"}
+        assert set(dump) == {"mail", "calendar", "contacts", "documents", "tickets", "crm", "chat", "kb", "expenses", "todo",
+                             "inventory", "config", "scheduler", "news"}
         assert list(dump["mail"]["messages"]) == sorted(dump["mail"]["messages"])
 
     def test_empty_seed_dumps_nothing(self):
@@ -160,3 +168,46 @@ class TestTime:
         schema = ServicesSeed.model_json_schema()
         message = schema["$defs"]["Message"]["properties"]
         assert "from" in message and message["to"].get("description") == "Recipient addresses."
+
+
+class TestSeedErrorsV2:
+    @pytest.mark.parametrize("data, message", [
+        ({"expenses": {"reports": [{"title": "r", "transaction_ids": ["txn-1"]}]}},
+         "reports[0].transaction_ids[0]: unknown transaction 'txn-1'"),
+        ({"expenses": {"transactions": [{"amount": 1}], "reports": [{"title": "a", "transaction_ids": ["txn-1"]},
+                                                                     {"title": "b", "transaction_ids": ["txn-1"]}]}},
+         "reports[1].transaction_ids[0]: transaction 'txn-1' is on reports[0] already"),
+        ({"inventory": {"products": [{"name": "p", "warehouse": "paris"}]}}, "products[0].warehouse: unknown warehouse 'paris'"),
+        ({"inventory": {"orders": [{"customer": "c", "lines": [{"product_id": "X", "quantity": 1}]}]}},
+         "orders[0].lines[0].product_id: unknown product 'X'"),
+        ({"config": {"flags": [{"key": "a"}, {"key": "a"}]}}, "flags[1].key: duplicate key 'a'"),
+        ({"config": {"flags": [{"key": "a", "environments": ["qa"]}]}}, "flags[0].environments: unknown environment 'qa'"),
+        ({"config": {"settings": [{"key": "n", "type": "int", "value": "ten"}]}}, "settings[0].value: 'ten' is not an int"),
+        ({"scheduler": {"runs": [{"job_id": "job-1"}]}}, "runs[0].job_id: unknown job 'job-1'"),
+        ({"scheduler": {"jobs": [{"name": "j", "schedule": "* *"}], "runs": []}}, "'* *' is not a cron schedule"),
+        ({"scheduler": {"jobs": [{"name": "j", "schedule": "0 25 * * *"}]}}, "hour 25 is outside 0-23"),
+        ({"scheduler": {"jobs": [{"name": "j", "schedule": "@daily"}],
+                        "runs": [{"job_id": "job-1", "status": "running", "finished": "now"}]}},
+         "runs[0].finished: a running run has not finished"),
+        ({"news": {"items": [{"feed_id": "feed-1", "title": "t"}]}}, "items[0].feed_id: unknown feed 'feed-1'"),
+        ({"news": {"available": [{"url": "u", "title": "t"}] * 2}}, "available[1].url: 'u' is listed twice"),
+        ({"tickets": {"tickets": [{"title": "t", "requester": "a@b.com", "priority": "p1"}]}}, "tickets.tickets.0.priority"),
+        ({"mail": {"messages": [{"from": "a@b.com", "labels": [""]}]}}, "mail.messages.0.labels.0"),
+        ({"crm": {"accounts": [{"name": "a", "status": "lead"}]}}, "crm.accounts.0.status"),
+    ])
+    def test_new_fields_and_services_name_the_record(self, data, message):
+        with pytest.raises(ValidationError) as info:
+            ServicesSeed.model_validate(data)
+        errors = [".".join(map(str, e["loc"])) + ": " + e["msg"] for e in info.value.errors()]
+        assert len(errors) == 1 and message in errors[0] and errors[0].startswith(next(iter(data))), errors
+
+    def test_existing_seeds_keep_their_meaning(self):
+        """Left out, the new fields take defaults that change nothing an older spec relied on."""
+        seed = ServicesSeed.model_validate({"tickets": {"tickets": [{"title": "t", "requester": "a@b.com"}]},
+                                            "crm": {"accounts": [{"name": "A"}]}})
+        ctx = ServiceContext(db=open_db())
+        seed_all(ctx, seed)
+        dump = dump_state(ctx.db)
+        assert dump["tickets"]["tickets"]["tkt-1"]["priority"] == "normal"
+        assert dump["tickets"]["tickets"]["tkt-1"]["due"] == "2026-03-03T08:00:00Z"
+        assert dump["crm"]["accounts"]["acct-1"]["status"] == "active"

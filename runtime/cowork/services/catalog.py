@@ -11,6 +11,7 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
     "mail": (
         "mail_list_folders", "mail_list_messages", "mail_search", "mail_read", "mail_send",
         "mail_reply", "mail_forward", "mail_draft", "mail_move", "mail_delete", "mail_mark_read",
+        "mail_label",
     ),
     "calendar": (
         "calendar_list_calendars", "calendar_list_events", "calendar_get_event",
@@ -32,7 +33,7 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
     "crm": (
         "crm_search", "crm_get_account", "crm_get_deal", "crm_list_deals", "crm_create_account",
         "crm_create_contact", "crm_create_deal", "crm_update_deal", "crm_update_contact",
-        "crm_log_activity",
+        "crm_log_activity", "crm_update_account", "crm_export",
     ),
     "chat": (
         "chat_list_channels", "chat_list_users", "chat_read", "chat_search", "chat_post", "chat_send_dm",
@@ -44,10 +45,28 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
     ),
     "expenses": (
         "expenses_list", "expenses_get", "expenses_get_policy", "expenses_submit",
-        "expenses_approve", "expenses_reject",
+        "expenses_approve", "expenses_reject", "expenses_list_transactions", "expenses_list_reports",
+        "expenses_get_report", "expenses_create_report", "expenses_submit_report",
     ),
     "todo": (
         "todo_list", "todo_create", "todo_update", "todo_complete", "todo_delete",
+    ),
+    "inventory": (
+        "inventory_list_warehouses", "inventory_list_products", "inventory_get_product", "inventory_adjust_stock",
+        "inventory_list_orders", "inventory_get_order", "inventory_create_order", "inventory_update_order_status",
+        "inventory_cancel_order",
+    ),
+    "config": (
+        "config_list_flags", "config_get_flag", "config_set_flag", "config_list_settings", "config_get_setting",
+        "config_set_setting", "config_history",
+    ),
+    "scheduler": (
+        "scheduler_list_jobs", "scheduler_get_job", "scheduler_list_runs", "scheduler_get_run",
+        "scheduler_trigger_run", "scheduler_pause_job", "scheduler_resume_job", "scheduler_update_schedule",
+    ),
+    "news": (
+        "news_list_feeds", "news_list_items", "news_search_items", "news_read_item", "news_subscribe",
+        "news_unsubscribe",
     ),
 }
 

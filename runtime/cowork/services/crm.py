@@ -1,7 +1,9 @@
-"""CRM: accounts, their contacts, deals with stages and amounts, and logged activities."""
+"""CRM: accounts (tier, status, revenue), their contacts, deals with stages and amounts, logged activities, CSV export."""
 
 from __future__ import annotations
 
+import csv
+import io
 from typing import Annotated, Any, Literal
 
 from fastmcp import FastMCP
@@ -9,16 +11,20 @@ from fastmcp.exceptions import ToolError
 from pydantic import Field, model_validator
 
 from .base import (Email, Limit, Offset, READ, SeedDay, SeedModel, SeedTime, ServiceContext, Store, check_ref,
-                   check_unique, hints, iso, matches, newest_first, page, parse_day, resolve_day, resolve_time,
+                   check_unique, hints, iso, matches, newest_first, page, parse_day, parse_time, resolve_day, resolve_time,
                    tool_adder)
 
 NAME = "crm"
 ActivityKind = Literal["call", "email", "meeting", "note", "task"]
+AccountStatus = Literal["prospect", "active", "inactive", "churned"]
 STAGES = ["prospecting", "qualification", "proposal", "negotiation", "closed_won", "closed_lost"]
 AccountId = Annotated[str, Field(description="Account id, as returned by crm_search.")]
 DealId = Annotated[str, Field(description="Deal id, as returned by crm_search or crm_list_deals.")]
 Amount = Annotated[float, Field(ge=0, description="Deal value in its currency.")]
 Currency = Annotated[str, Field(pattern=r"^[A-Z]{3}$", description="ISO 4217 code, e.g. USD.")]
+#: Columns of crm_export, in order.
+EXPORT_COLUMNS = ("id", "name", "domain", "industry", "tier", "status", "revenue", "currency", "last_contact",
+                  "owner")
 
 
 class Account(SeedModel):
@@ -35,7 +41,15 @@ class Account(SeedModel):
     owner: Email | None = None
     """Account owner; default the user."""
     tier: str = ""
-    """Segment or tier, e.g. enterprise."""
+    """Segment or tier, free text: gold, silver, bronze, enterprise..."""
+    status: AccountStatus = "active"
+    """Where the relationship stands: prospect, active, inactive or churned."""
+    revenue: float | None = Field(None, ge=0)
+    """Annual revenue of the account, in ``currency``; unknown when left out."""
+    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    """ISO 4217 code of ``revenue``."""
+    last_contact: SeedTime | None = None
+    """When someone last spoke with the account; unknown when left out."""
     notes: str = ""
     """Free notes."""
 
@@ -139,12 +153,22 @@ class CrmSeed(SeedModel):
 SEED = CrmSeed
 
 
+def _cell(value: Any) -> str:
+    """A CSV cell: empty for unknown, whole numbers without a trailing ``.0``."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
 def seed(store: Store, data: CrmSeed) -> None:
     """Write the seed's records and settings."""
     store.set_meta("user", data.user)
     store.set_meta("stages", list(data.stages))
     for rid, a in zip(check_unique(data.accounts, "acct", "accounts"), data.accounts):
-        store.insert("accounts", {**a.model_dump(), "id": rid, "owner": a.owner or data.user})
+        store.insert("accounts", {**a.model_dump(), "id": rid, "owner": a.owner or data.user,
+                                  "last_contact": resolve_time(a.last_contact, store.now) if a.last_contact else None})
     for rid, c in zip(check_unique(data.contacts, "con", "contacts"), data.contacts):
         store.insert("contacts", {**c.model_dump(), "id": rid})
     for rid, d in zip(check_unique(data.deals, "deal", "deals"), data.deals):
@@ -188,26 +212,54 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
             store.audit(f"update_{collection[:-1]}", [rid], changed)
         return {**rec, "changed": changed}
 
+    def account_filter(tier: str | None, status: str | None) -> set[str]:
+        """Ids of the accounts in ``tier`` (any case) and ``status``."""
+        return {a["id"] for a in store.all("accounts")
+                if (tier is None or a["tier"].lower() == tier.strip().lower())
+                and (status is None or a["status"] == status)}
+
     @tool("crm_search", READ)
     def crm_search(query: Annotated[str, Field(description="Words that must all occur in the record's name, email, domain or title.")] = "",
                    kind: Literal["all", "accounts", "contacts", "deals"] = "all",
+                   tier: Annotated[str | None, Field(description="Only accounts of this tier (any case), and their contacts and deals.")] = None,
+                   status: Annotated[AccountStatus | None, Field(description="Only accounts of this status, and their contacts and deals.")] = None,
                    offset: Offset = 0, limit: Limit = 20) -> dict:
-        """Search accounts, contacts and deals by name."""
+        """Search accounts, contacts and deals by name, optionally within a tier or account status."""
         with store.tx():
             names = {a["id"]: a["name"] for a in store.all("accounts")}
+            within = account_filter(tier, status)
             hits: list[dict[str, Any]] = []
             if kind in ("all", "accounts"):
-                hits += [{"type": "account", "id": a["id"], "name": a["name"], "domain": a["domain"], "owner": a["owner"]}
-                         for a in store.all("accounts") if matches(query, a["name"], a["domain"], a["industry"])]
+                hits += [{"type": "account", "id": a["id"], "name": a["name"], "domain": a["domain"], "owner": a["owner"],
+                          "tier": a["tier"], "status": a["status"], "revenue": a["revenue"], "currency": a["currency"],
+                          "last_contact": a["last_contact"]}
+                         for a in store.all("accounts")
+                         if a["id"] in within and matches(query, a["name"], a["domain"], a["industry"])]
             if kind in ("all", "contacts"):
                 hits += [{"type": "contact", "id": c["id"], "name": c["name"], "email": c["email"], "title": c["title"],
                           "account_id": c["account_id"], "account": names.get(c["account_id"])}
-                         for c in store.all("contacts") if matches(query, c["name"], c["email"], c["title"], names.get(c["account_id"]))]
+                         for c in store.all("contacts")
+                         if c["account_id"] in within and matches(query, c["name"], c["email"], c["title"], names.get(c["account_id"]))]
             if kind in ("all", "deals"):
                 hits += [{"type": "deal", "id": d["id"], "name": d["name"], "stage": d["stage"], "amount": d["amount"],
                           "currency": d["currency"], "account_id": d["account_id"], "account": names.get(d["account_id"])}
-                         for d in store.all("deals") if matches(query, d["name"], names.get(d["account_id"]))]
+                         for d in store.all("deals")
+                         if d["account_id"] in within and matches(query, d["name"], names.get(d["account_id"]))]
         return page(hits, offset, limit, "results")
+
+    @tool("crm_export", READ)
+    def crm_export(tier: Annotated[str | None, Field(description="Only accounts of this tier (any case).")] = None,
+                   status: Annotated[AccountStatus | None, Field(description="Only accounts of this status.")] = None) -> dict:
+        """Export accounts as CSV text (one row per account, a header first), in the result; writes no file."""
+        with store.tx():
+            within = account_filter(tier, status)
+            rows = [a for a in store.all("accounts") if a["id"] in within]
+        buf = io.StringIO()
+        out = csv.writer(buf, lineterminator="\n")
+        out.writerow(EXPORT_COLUMNS)
+        for a in rows:
+            out.writerow([_cell(a.get(k)) for k in EXPORT_COLUMNS])
+        return {"format": "csv", "columns": list(EXPORT_COLUMNS), "rows": len(rows), "csv": buf.getvalue()}
 
     @tool("crm_get_account", READ)
     def crm_get_account(account_id: AccountId) -> dict:
@@ -248,14 +300,38 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
 
     @tool("crm_create_account", hints())
     def crm_create_account(name: Annotated[str, Field(min_length=1)], domain: str = "", industry: str = "",
-                           owner: Email | None = None, tier: str = "", notes: str = "") -> dict:
+                           owner: Email | None = None, tier: str = "",
+                           status: Annotated[AccountStatus, Field(description="Default prospect: a new account has done no business yet.")] = "prospect",
+                           revenue: Annotated[float | None, Field(ge=0, description="Annual revenue, in currency.")] = None,
+                           currency: Currency = "USD", notes: str = "") -> dict:
         """Create an account; a name already in use is refused."""
         with store.tx():
             for a in store.all("accounts"):
                 if a["name"].lower() == name.lower():
                     raise ToolError(f"An account named {name!r} exists already: {a['id']!r}")
             return create("accounts", "acct", {"name": name, "domain": domain, "industry": industry,
-                                               "owner": owner or user(), "tier": tier, "notes": notes})
+                                               "owner": owner or user(), "tier": tier, "status": status,
+                                               "revenue": revenue, "currency": currency, "last_contact": None,
+                                               "notes": notes})
+
+    @tool("crm_update_account", hints(destructive=True, idempotent=True))
+    def crm_update_account(account_id: AccountId, name: str | None = None, domain: str | None = None,
+                           industry: str | None = None, owner: Email | None = None, tier: str | None = None,
+                           status: AccountStatus | None = None,
+                           revenue: Annotated[float | None, Field(ge=0, description="Annual revenue, in the account's currency.")] = None,
+                           last_contact: Annotated[str | None, Field(description="When the account was last contacted, ISO 8601.")] = None,
+                           notes: str | None = None) -> dict:
+        """Change an account's details: tier, status, revenue, last contact, owner, name, notes."""
+        when = iso(parse_time(last_contact, "last_contact")) if last_contact else None
+        with store.tx():
+            store.require("accounts", account_id, "account")
+            if name is not None:
+                for a in store.all("accounts"):
+                    if a["id"] != account_id and a["name"].lower() == name.lower():
+                        raise ToolError(f"An account named {name!r} exists already: {a['id']!r}")
+            return update("accounts", account_id, {"name": name, "domain": domain, "industry": industry,
+                                                   "owner": owner, "tier": tier, "status": status,
+                                                   "revenue": revenue, "last_contact": when, "notes": notes})
 
     @tool("crm_create_contact", hints())
     def crm_create_contact(account_id: AccountId, name: Annotated[str, Field(min_length=1)],

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastmcp import FastMCP
 from fastmcp.exceptions import ToolError
-from pydantic import Field, model_validator
+from pydantic import BeforeValidator, Field, model_validator
 
 from .base import (Email, EmailList, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store,
                    check_ref, check_unique, hints, iso, matches, newest_first, page, parse_time,
@@ -16,6 +16,9 @@ NAME = "mail"
 Box = Annotated[str | None, Field(description="Mailbox address; default the first mailbox.")]
 MsgId = Annotated[str, Field(description="Message id, as listed by mail_list_messages or mail_search.")]
 Recipients = Annotated[EmailList, Field(description="Recipient addresses.")]
+LabelFilter = Annotated[str | None, Field(description="Only mail carrying this label (any case).")]
+#: A message label: any text of 1-64 characters, kept as given (spaces at the ends removed).
+Label = Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v), Field(min_length=1, max_length=64)]
 #: Folders every mailbox has.
 STANDARD_FOLDERS = ("inbox", "sent", "drafts", "archive", "trash")
 
@@ -73,6 +76,8 @@ class Message(SeedModel):
     """Attached files."""
     in_reply_to: str | None = None
     """Id of the message this one answers."""
+    labels: list[Label] = []
+    """Labels on it, e.g. ``urgent`` or ``finance``; any text, kept as given."""
 
 
 class MailSeed(SeedModel):
@@ -113,13 +118,24 @@ def seed(store: Store, data: MailSeed) -> None:
             "thread_id": m.thread_id or rid, "from": m.from_, "to": m.to, "cc": m.cc, "bcc": m.bcc,
             "subject": m.subject, "body": m.body, "date": resolve_time(m.date, store.now), "read": m.read,
             "attachments": [a.model_dump() for a in m.attachments], "in_reply_to": m.in_reply_to,
+            "labels": _merge_labels([], m.labels),
         })
+
+
+def _merge_labels(labels: list[str], add: list[str]) -> list[str]:
+    """``labels`` then each of ``add`` not already there; labels compare without case."""
+    out, have = list(labels), {x.lower() for x in labels}
+    for x in add:
+        if x.lower() not in have:
+            out.append(x)
+            have.add(x.lower())
+    return out
 
 
 def _summary(m: dict[str, Any]) -> dict[str, Any]:
     return {"id": m["id"], "folder": m["folder"], "thread_id": m["thread_id"], "from": m["from"],
             "to": m["to"], "subject": m["subject"], "date": m["date"], "read": m["read"],
-            "attachments": [a["name"] for a in m["attachments"]], "snippet": m["body"][:120]}
+            "attachments": [a["name"] for a in m["attachments"]], "labels": m["labels"], "snippet": m["body"][:120]}
 
 
 def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
@@ -136,6 +152,9 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
                 return b
         raise ToolError(f"Unknown mailbox {address!r}; mailboxes: {', '.join(b['address'] for b in boxes)}")
 
+    def labelled(m: dict[str, Any], label: str | None) -> bool:
+        return label is None or label.strip().lower() in (x.lower() for x in m["labels"])
+
     def folder_of(box: dict[str, Any], folder: str) -> str:
         if folder not in box["folders"]:
             raise ToolError(f"Unknown folder {folder!r}; folders: {', '.join(box['folders'])}")
@@ -145,7 +164,7 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
         rid = store.new_id("messages", "msg")
         rec = {"id": rid, "mailbox": box["address"], "folder": folder, "thread_id": fields.pop("thread_id", None) or rid,
                "from": box["address"], "to": [], "cc": [], "bcc": [], "subject": "", "body": "",
-               "date": iso(store.now), "read": True, "attachments": [], "in_reply_to": None}
+               "date": iso(store.now), "read": True, "attachments": [], "in_reply_to": None, "labels": []}
         rec.update(fields)
         store.insert("messages", rec)
         store.audit(action, [rid], sorted(k for k in rec if k != "id"))
@@ -153,23 +172,26 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
 
     @tool("mail_list_folders", READ)
     def mail_list_folders(mailbox: Box = None) -> dict:
-        """List the folders of a mailbox with their message and unread counts."""
+        """List the folders of a mailbox with their message and unread counts, and the labels in use."""
         with store.tx():
             box = get_box(mailbox)
             msgs = [m for m in store.all("messages") if m["mailbox"] == box["address"]]
+        labels = sorted({lab for m in msgs for lab in m["labels"]})
         return {"mailbox": box["address"], "folders": [
             {"name": f, "total": sum(m["folder"] == f for m in msgs),
-             "unread": sum(m["folder"] == f and not m["read"] for m in msgs)} for f in box["folders"]]}
+             "unread": sum(m["folder"] == f and not m["read"] for m in msgs)} for f in box["folders"]],
+            "labels": [{"name": lab, "total": sum(lab in m["labels"] for m in msgs),
+                        "unread": sum(lab in m["labels"] and not m["read"] for m in msgs)} for lab in labels]}
 
     @tool("mail_list_messages", READ)
-    def mail_list_messages(folder: str = "inbox", unread_only: bool = False, mailbox: Box = None,
-                           offset: Offset = 0, limit: Limit = 20) -> dict:
+    def mail_list_messages(folder: str = "inbox", unread_only: bool = False, label: LabelFilter = None,
+                           mailbox: Box = None, offset: Offset = 0, limit: Limit = 20) -> dict:
         """List messages of a folder, newest first."""
         with store.tx():
             box = get_box(mailbox)
             folder_of(box, folder)
             msgs = [m for m in store.all("messages") if m["mailbox"] == box["address"] and m["folder"] == folder
-                    and not (unread_only and m["read"])]
+                    and not (unread_only and m["read"]) and labelled(m, label)]
         return page([_summary(m) for m in newest_first(msgs, "date")], offset, limit, "messages")
 
     @tool("mail_search", READ)
@@ -179,6 +201,7 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
         to_address: Annotated[str | None, Field(description="Only mail whose recipients contain this text.")] = None,
         folder: Annotated[str | None, Field(description="Only this folder; default all folders.")] = None,
         has_attachment: Annotated[bool | None, Field(description="Only mail with (true) or without (false) attachments.")] = None,
+        label: LabelFilter = None,
         after: Annotated[str | None, Field(description="Only mail sent at or after this ISO 8601 time.")] = None,
         before: Annotated[str | None, Field(description="Only mail sent before this ISO 8601 time.")] = None,
         mailbox: Box = None, offset: Offset = 0, limit: Limit = 20,
@@ -196,7 +219,7 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
                 and matches(query, m["subject"], m["body"], m["from"], *m["to"], *m["cc"], *(a["name"] for a in m["attachments"]))
                 and (from_address is None or from_address.lower() in m["from"])
                 and (to_address is None or any(to_address.lower() in a for a in m["to"] + m["cc"]))
-                and (has_attachment is None or bool(m["attachments"]) == has_attachment)
+                and (has_attachment is None or bool(m["attachments"]) == has_attachment) and labelled(m, label)
                 and (lo is None or m["date"] >= lo) and (hi is None or m["date"] < hi)]
         return page([_summary(m) for m in newest_first(hits, "date")], offset, limit, "messages")
 
@@ -296,3 +319,28 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
             if changed:
                 store.audit("mark_read" if read else "mark_unread", changed, ["read"])
         return {"updated": changed, "read": read}
+
+    @tool("mail_label", hints(idempotent=True))
+    def mail_label(message_ids: Annotated[list[str], Field(min_length=1, description="Message ids.")],
+                   add: Annotated[list[Label], Field(description="Labels to put on every message.")] = [],
+                   remove: Annotated[list[Label], Field(description="Labels to take off (any case); absent ones are ignored.")] = []) -> dict:
+        """Add labels to messages and remove labels from them."""
+        if not add and not remove:
+            raise ToolError("Nothing to change: give labels to add or remove")
+        clash = {x.lower() for x in add} & {x.lower() for x in remove}
+        if clash:
+            raise ToolError(f"Label {sorted(clash)[0]!r} is both added and removed; give it once")
+        gone = {x.lower() for x in remove}
+        with store.tx():
+            for rid in message_ids:
+                store.require("messages", rid, "message")
+            changed = []
+            for rid in dict.fromkeys(message_ids):
+                old = store.get("messages", rid)["labels"]
+                new = _merge_labels([x for x in old if x.lower() not in gone], add)
+                if store.update("messages", rid, {"labels": new})[1]:
+                    changed.append(rid)
+            if changed:
+                store.audit("label", changed, ["labels"])
+            return {"updated": changed,
+                    "labels": {rid: store.get("messages", rid)["labels"] for rid in dict.fromkeys(message_ids)}}

@@ -11,25 +11,30 @@ from fastmcp import FastMCP
 from pydantic import BaseModel, ConfigDict
 
 from ..formats import canonical_json
-from . import calendar, chat, contacts, crm, documents, expenses, kb, mail, tickets, todo
+from . import calendar, chat, config, contacts, crm, documents, expenses, inventory, kb, mail, news, scheduler, tickets, todo
 from .base import ServiceContext, Store
 from .catalog import SERVICE_TOOLS
 from .calendar import CalendarSeed
 from .chat import ChatSeed
+from .config import ConfigSeed
 from .contacts import ContactsSeed
 from .crm import CrmSeed
 from .documents import DocumentsSeed
 from .expenses import ExpensesSeed
 from .faults import FaultMiddleware
+from .inventory import InventorySeed
 from .kb import KbSeed
 from .mail import MailSeed
+from .news import NewsSeed
+from .scheduler import SchedulerSeed
 from .tickets import TicketsSeed
 from .todo import TodoSeed
 
 #: Every service module by name. Each has NAME, SEED (its seed model), seed(store, data)
 #: and register(mcp, ctx, allowed).
 SERVICES: dict[str, ModuleType] = {
-    m.NAME: m for m in (mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo)
+    m.NAME: m for m in (mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo,
+                        inventory, config, scheduler, news)
 }
 
 
@@ -55,9 +60,17 @@ class ServicesSeed(BaseModel):
     kb: KbSeed | None = None
     """Knowledge-base pages and offline web pages."""
     expenses: ExpensesSeed | None = None
-    """Expense policy and claims."""
+    """Expense policy, claims, card transactions and expense reports."""
     todo: TodoSeed | None = None
     """Task lists and tasks."""
+    inventory: InventorySeed | None = None
+    """Warehouses, products with stock levels, and orders."""
+    config: ConfigSeed | None = None
+    """Feature flags, settings and their change history."""
+    scheduler: SchedulerSeed | None = None
+    """Scheduled jobs and their runs."""
+    news: NewsSeed | None = None
+    """Subscribed RSS feeds, their items, and the offline feed directory."""
 
 
 def seed_all(ctx: ServiceContext, seed: ServicesSeed) -> None:

@@ -44,10 +44,16 @@ class Ticket(SeedModel):
     """The request as the requester wrote it."""
     status: Status = "open"
     """Workflow status."""
-    priority: Priority = "normal"
-    """Priority; it sets the SLA deadline."""
+    priority: Priority | None = "normal"
+    """Priority; it sets the SLA deadline. ``null``: not yet triaged (no deadline unless ``due`` is given)."""
     requester: Email
     """Who asked."""
+    requester_name: str = ""
+    """The requester's name, as they signed."""
+    department: str = ""
+    """The requester's department, e.g. Finance."""
+    category: str = ""
+    """What kind of request, e.g. hardware, access, billing; free text."""
     assignee: Email | None = None
     """Agent working on it; one of the seed's agents."""
     tags: list[str] = []
@@ -96,11 +102,13 @@ def seed(store: Store, data: TicketsSeed) -> None:
     n_comment = 0
     for rid, t in zip(check_unique(data.tickets, "tkt", "tickets"), data.tickets):
         created = resolve_time(t.created, store.now)
-        due = resolve_time(t.due, store.now) if t.due else iso(
+        due = resolve_time(t.due, store.now) if t.due else None if t.priority is None else iso(
             datetime.fromisoformat(created) + timedelta(hours=data.sla_hours[t.priority]))
         updated = max([created] + [resolve_time(c.at, store.now) for c in t.comments])
         store.insert("tickets", {"id": rid, "title": t.title, "description": t.description, "status": t.status,
-                                 "priority": t.priority, "requester": t.requester, "assignee": t.assignee,
+                                 "priority": t.priority, "requester": t.requester,
+                                 "requester_name": t.requester_name, "department": t.department,
+                                 "category": t.category, "assignee": t.assignee,
                                  "tags": list(t.tags), "created": created, "updated": updated, "due": due,
                                  "resolution": None})
         for c in t.comments:
@@ -115,6 +123,8 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
     tool = tool_adder(mcp, allowed)
 
     def sla(t: dict[str, Any]) -> dict[str, Any]:
+        if t["due"] is None:  # not triaged: no deadline yet
+            return {"due": None, "minutes_left": None, "breached": False}
         left = (datetime.fromisoformat(t["due"]) - store.now).total_seconds() // 60
         return {"due": t["due"], "minutes_left": int(left),
                 "breached": t["status"] not in _DONE and left < 0}
@@ -134,19 +144,27 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
 
     @tool("tickets_search", READ)
     def tickets_search(
-        query: Annotated[str, Field(description="Words that must all occur in title, description, requester or tags.")] = "",
-        status: Status | None = None, priority: Priority | None = None,
+        query: Annotated[str, Field(description="Words that must all occur in title, description, requester, category, department or tags.")] = "",
+        status: Status | None = None,
+        priority: Annotated[Priority | Literal["none"] | None, Field(description="Priority, or 'none' for tickets not yet prioritised.")] = None,
         assignee: Annotated[str | None, Field(description="Assignee address, or 'none' for unassigned tickets.")] = None,
-        tag: str | None = None, offset: Offset = 0, limit: Limit = 20,
+        tag: str | None = None,
+        department: Annotated[str | None, Field(description="Only this department (any case).")] = None,
+        category: Annotated[str | None, Field(description="Only this category (any case).")] = None,
+        offset: Offset = 0, limit: Limit = 20,
     ) -> dict:
-        """Search tickets, most urgent and soonest due first; each shows its SLA state."""
+        """Search tickets, most urgent and soonest due first (unprioritised last); each shows its SLA state."""
         with store.tx():
             tickets = store.all("tickets")
-        hits = [t for t in tickets if matches(query, t["title"], t["description"], t["requester"], *t["tags"])
-                and (status is None or t["status"] == status) and (priority is None or t["priority"] == priority)
+        same = lambda a, b: b is None or a.lower() == b.strip().lower()
+        hits = [t for t in tickets if matches(query, t["title"], t["description"], t["requester"], t["requester_name"],
+                                              t["category"], t["department"], *t["tags"])
+                and (status is None or t["status"] == status)
+                and (priority is None or t["priority"] == (None if priority == "none" else priority))
                 and (assignee is None or t["assignee"] == (None if assignee == "none" else assignee.lower()))
-                and (tag is None or tag in t["tags"])]
-        hits.sort(key=lambda t: (_ORDER[t["priority"]], t["due"], t["id"]))
+                and (tag is None or tag in t["tags"]) and same(t["department"], department)
+                and same(t["category"], category)]
+        hits.sort(key=lambda t: (_ORDER.get(t["priority"], len(_ORDER)), t["due"] or "~", t["id"]))
         return page([view(t) for t in hits], offset, limit, "tickets")
 
     @tool("tickets_get", READ)
@@ -160,17 +178,18 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
     @tool("tickets_create", hints())
     def tickets_create(title: Annotated[str, Field(min_length=1)], description: str = "",
                        requester: Annotated[Email | None, Field(description="Who asked; default you.")] = None,
-                       priority: Priority = "normal",
+                       priority: Annotated[Priority | None, Field(description="Priority; null leaves it unset (no SLA deadline until one is set).")] = "normal",
                        assignee: Annotated[Email | None, Field(description="Agent to assign.")] = None,
-                       tags: list[str] = []) -> dict:
+                       tags: list[str] = [], requester_name: str = "", department: str = "", category: str = "") -> dict:
         """Open a ticket; its SLA deadline follows from the priority."""
         with store.tx():
             now = iso(store.now)
             rid = store.new_id("tickets", "tkt")
             rec = {"id": rid, "title": title, "description": description, "status": "new" if assignee is None else "open",
                    "priority": priority, "requester": requester or store.meta("user", "me@example.com"),
+                   "requester_name": requester_name, "department": department, "category": category,
                    "assignee": agent(assignee), "tags": list(tags), "created": now, "updated": now,
-                   "due": due_for(now, priority), "resolution": None}
+                   "due": None if priority is None else due_for(now, priority), "resolution": None}
             store.insert("tickets", rec)
             store.audit("create", [rid], [k for k in rec if k != "id"])
         return view(rec)
@@ -178,8 +197,9 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
     @tool("tickets_update", hints(destructive=True, idempotent=True))
     def tickets_update(ticket_id: TicketId, status: Status | None = None, priority: Priority | None = None,
                        assignee: Annotated[str | None, Field(description="Agent address, or 'none' to unassign.")] = None,
-                       title: str | None = None, tags: list[str] | None = None) -> dict:
-        """Change a ticket's status, priority (which moves its SLA deadline), assignee, title or tags."""
+                       title: str | None = None, tags: list[str] | None = None,
+                       department: str | None = None, category: str | None = None) -> dict:
+        """Change a ticket's status, priority (which moves its SLA deadline), assignee, title, tags, department or category."""
         with store.tx():
             t = store.require("tickets", ticket_id, "ticket")
             changes: dict[str, Any] = {}
@@ -194,8 +214,12 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
                 changes["title"] = title
             if tags is not None:
                 changes["tags"] = list(tags)
+            if department is not None:
+                changes["department"] = department
+            if category is not None:
+                changes["category"] = category
             if not changes:
-                raise ToolError("Nothing to change: give status, priority, assignee, title or tags")
+                raise ToolError("Nothing to change: give status, priority, assignee, title, tags, department or category")
             if t["status"] == "closed" and changes.get("status", "closed") == "closed":
                 raise ToolError(f"Ticket {ticket_id!r} is closed; set status to reopen it first")
             changes["updated"] = iso(store.now)
