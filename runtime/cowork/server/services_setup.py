@@ -77,6 +77,9 @@ class Services:
         database that holds the task's seed settings for that service (mailboxes, calendars),
         so they look exactly like seeded records; then inserted here with one
         ``service_action`` record (``action: "arrive"``). Every record needs its own ``id``.
+        The scratch seed holds the seeded records too, with the new ones after them, so the
+        seed's cross-references still hold (a seeded expense report names seeded
+        transactions; a new run names a seeded job).
 
         Returns:
             The ids inserted.
@@ -98,7 +101,10 @@ class Services:
         for coll, items in data.items():
             if not isinstance(items, list) or not all(isinstance(r, dict) and r.get("id") for r in items):
                 raise ValueError(f"{service}.{coll}: give a list of records, each with its own id")
-        fields.update(data)
+        for coll, items in data.items():
+            # Appended, not replacing: seeded records keep their ids (given or by position)
+            # and what refers to them still validates.
+            fields[coll] = [*fields[coll], *items] if isinstance(fields.get(coll), list) else items
         model = type(base) if base is not None else module.SEED
         seed = model.model_validate(fields)
         scratch = ServiceContext(db=sqlite3.connect(":memory:"), clock=self.ctx.clock)
