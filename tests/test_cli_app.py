@@ -1,5 +1,6 @@
-"""The ``cowork`` command without a daemon: exit codes, endpoint preflight, progress on a
-terminal and off one, escaped output, "did you mean", ``cowork view``, help.
+"""The ``cowork`` command without a daemon (tests/integration/test_cli.py has the Docker ones):
+exit codes, endpoint preflight, progress on a terminal and off one, escaped output, "did you
+mean", ``cowork view``, help.
 
 Episodes are scripted by standing in for ``cowork.episode.run_task`` (the rollout runner
 looks it up at call time); endpoints are loopback HTTP servers or a closed port.
