@@ -172,9 +172,8 @@ def report_lines(sources: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     totals: dict[str, float] = {}
     for line in lines:
         totals[line["currency"]] = round(totals.get(line["currency"], 0) + line["amount"], 2)
-    one = len(totals) == 1
-    return {"lines": lines, "totals": totals, "total": next(iter(totals.values())) if one else 0 if not totals else None,
-            "currency": next(iter(totals)) if one else None}
+    currency, total = next(iter(totals.items())) if len(totals) == 1 else (None, None if totals else 0)
+    return {"lines": lines, "totals": totals, "total": total, "currency": currency}
 
 
 def violations(e: dict[str, Any], policy: dict[str, Any]) -> list[str]:
