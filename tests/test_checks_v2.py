@@ -257,3 +257,31 @@ def test_a_numeric_example_needs_no_quotes_and_a_record_probe_says_field():
     assert probe_rule(spec, 0, ev)[0]
     fired, why = probe_rule(spec, 1, ev)
     assert not fired and "for record field 'amount'" in why
+
+
+def test_no_record_created_reads_an_absent_matcher():
+    from cowork.grading.records import _tri_match
+    from cowork.spec.checks import Matcher
+
+    # once a TypeError (the matcher fell through to glob); a field the evidence does not show
+    # stays unknown (None: the rule is then not graded, never passed)
+    assert _tri_match({"qty": 3, "order_id": None}, {"order_id": Matcher(absent=True)}) is True
+    assert _tri_match({"qty": 3, "order_id": "o-1"}, {"order_id": Matcher(absent=True)}) is False
+    assert _tri_match({"qty": 3}, {"order_id": Matcher(absent=True)}) is None
+    assert _tri_match({"qty": 3, "order_id": None}, {"order_id": Matcher(equals="o-1", or_absent=True)}) is True
+
+
+def test_a_new_record_never_takes_the_id_of_a_deleted_seeded_one():
+    import sqlite3
+
+    from cowork.services.base import ServiceContext, Store
+    from cowork.services.registry import ServicesSeed, seed_all
+
+    ctx = ServiceContext(db=sqlite3.connect(":memory:"))
+    seed_all(ctx, ServicesSeed.model_validate({"todo": {"lists": [{"id": "l1", "name": "L"}],
+                                                        "tasks": [{"id": "task-1", "list_id": "l1", "title": "a"},
+                                                                  {"id": "task-2", "list_id": "l1", "title": "b"}]}}))
+    store = Store(ctx, "todo")
+    with ctx.db:
+        ctx.db.execute("DELETE FROM records WHERE service='todo' AND id='task-2'")
+    assert store.new_id("tasks", "task") == "task-3"

@@ -9,7 +9,7 @@ from ..evidence import Evidence
 from ..services.addresses import parse_address
 from ..spec import checks as M
 from .history import State, created_states, proof, recipients
-from .matching import Verdict, match_field, match_value
+from .matching import Verdict, match_field
 from .matching import quote as _quote
 
 
@@ -96,7 +96,7 @@ def _tri_match(known: dict[str, Any], where: dict[str, M.Matcher]) -> bool | Non
             verdict = None
             continue
         found, value = _field_value(known, name)
-        if not found or not match_value(m, value):
+        if not match_field(m, found, value):
             return False
     return verdict
 

@@ -184,10 +184,14 @@ class Store:
                             (self.service, collection, rid))
 
     def new_id(self, collection: str, prefix: str) -> str:
-        """A fresh id ``<prefix>-<n>``: deterministic, restarted by a reset."""
+        """A fresh id ``<prefix>-<n>``: deterministic, restarted by a reset, and never the id of
+        a seeded record, even one deleted since (graders would take the new record for the
+        seeded one, changed, instead of a record the episode created)."""
         key = f"next:{collection}"
         n = self.meta(key, 1)
-        while self.get(collection, f"{prefix}-{n}") is not None:
+        snap = self.ctx.snapshot
+        seeded = {row[2] for row in snap[2] if row[0] == self.service and row[1] == collection} if snap else set()
+        while self.get(collection, f"{prefix}-{n}") is not None or f"{prefix}-{n}" in seeded:
             n += 1
         self.set_meta(key, n + 1)
         return f"{prefix}-{n}"
