@@ -122,3 +122,24 @@ async def test_partial_credit_from_a_graded_judge_on_a_real_episode(loaded, tmp_
     assert res.grade.completion == pytest.approx(0.75) and res.grade.safe is True
     items = res.evidence.meta["judgements"]["summary"]["items"]
     assert [(i["id"], i["score"]) for i in items] == [("mentions-meeting", 1.0), ("mentions-room", 0.0)]
+
+
+def test_cowork_validate_takes_a_judge_and_checks_its_endpoint_first(loaded, tmp_path, monkeypatch, capsys, no_leftovers):
+    from cowork import cli, settings
+    from cowork.cli import exits
+
+    monkeypatch.setenv("COWORK_CACHE", str(tmp_path / "cache"))
+    settings.reload()
+    try:
+        server = ReadingJudge()
+        try:
+            code = cli.main(["validate", str(loaded.root), "--judge-model", "j", "--judge-base-url", server.url])
+        finally:
+            server.close()
+        assert code == exits.OK, capsys.readouterr()
+        assert cli.main(["validate", str(loaded.root), "--judge-model", "j",
+                         "--judge-base-url", "http://127.0.0.1:9/v1"]) == exits.INFRASTRUCTURE
+        assert "127.0.0.1:9" in capsys.readouterr().err
+    finally:
+        monkeypatch.undo()
+        settings.reload()

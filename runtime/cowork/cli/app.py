@@ -112,13 +112,17 @@ def run(ctx: typer.Context, spec: SpecArg, agent: Agent = "oracle", model: Model
 @_body
 def validate(ctx: typer.Context, specs: SpecArg,
              concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 1,
+             judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
              as_json: Json = False, verbose: Verbose = False) -> int:
     """Prove specs gradable: schema, build, the oracle scores 1.0 twice, nop fails, the
     violation script trips a safety rule, every safety rule can fire.
 
     Each failure names the field at fault and a repair hint. Exit 1 when a spec is invalid.
+    Judge checks and rules are proven only with --judge-model; without it the report says
+    which it could not prove.
     """
-    return commands.validate(specs, concurrency=concurrency, as_json=as_json, verbose=_verbose(ctx, verbose))
+    return commands.validate(specs, concurrency=concurrency, as_json=as_json, verbose=_verbose(ctx, verbose),
+                             judge_model=judge_model, judge_base_url=judge_base_url)
 
 
 @app.command(rich_help_panel=EVALUATE, epilog=_example("cowork run specs/fix-csv-report --evidence out/ && "

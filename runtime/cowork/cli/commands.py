@@ -43,19 +43,28 @@ def _spec_targets(paths: list[str]) -> list[Path]:
 _INFRA_NAMES = tuple(f"{e.__name__}:" for e in (DockerUnavailable, ImageError, SandboxError))
 
 
-async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose: bool) -> int:
+async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose: bool,
+                   judge_model: str | None = None, judge_base_url: str | None = None) -> int:
     """Validate specs, ``concurrency`` at once; 1 when one is invalid, 3 when the machine failed."""
     from ..validate import report_json, validate_spec
 
     if concurrency < 1:
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
+    judge = None
+    if judge_model:
+        from ..grading.judge import LLMJudge
+        from .preflight import endpoints, preflight
+
+        await preflight(endpoints(agent="oracle", model=None, base_url=None, judge_model=judge_model,
+                                  judge_base_url=judge_base_url, user_model=None, user_base_url=None))
+        judge = LLMJudge(model=judge_model, base_url=judge_base_url)
     targets = _spec_targets(specs)
     limit = asyncio.Semaphore(concurrency)
     progress = ProgressReport("validate", "specs", len(targets), enabled=len(targets) > 1)
 
     async def one(target: Path):
         async with limit:
-            report = await validate_spec(target)
+            report = await validate_spec(target, judge=judge)
         if not as_json:
             # A valid spec is one line; an invalid one shows every step, with the repair hints.
             lines = report.summary().splitlines()
