@@ -159,14 +159,19 @@ class TestExitCodes:
         assert "missing" in err and "cowork: error:" in err
 
     def test_3_when_docker_is_unavailable(self, monkeypatch, capsys):
+        import docker
+
         from cowork.engine import client
 
-        def no_daemon():
-            raise DockerUnavailable("no Docker daemon answers (test); start one")
+        def no_daemon(*args, **kwargs):
+            raise docker.errors.DockerException("test: no daemon here")
 
-        monkeypatch.setattr(client, "get_client", no_daemon)
+        # The client itself finds no daemon: every module that holds get_client sees it.
+        monkeypatch.setattr(client, "_client", None)
+        monkeypatch.setattr(client.docker, "from_env", no_daemon)
         assert cli.main(["gc"]) == exits.INFRASTRUCTURE
-        assert "no Docker daemon answers" in capsys.readouterr().err
+        err = capsys.readouterr().err
+        assert "no Docker daemon answers (test: no daemon here)" in err and "start one" in err
 
     def test_3_when_docker_is_unavailable_for_run(self, monkeypatch, capsys):
         async def no_daemon(*args, **kwargs):
@@ -404,7 +409,7 @@ class TestValidate:
 
         state = {"now": 0, "most": 0, "run": None}
 
-        async def fake_validate_spec(path):
+        async def fake_validate_spec(path, **options):
             state["now"] += 1
             state["most"] = max(state["most"], state["now"])
             await asyncio.sleep(0.05)
