@@ -183,6 +183,8 @@ class TestRunner:
         bundle = tmp_path / rows[0]["evidence"]
         assert {"grade.json", "spec.json", "trajectory.json"} <= {p.name for p in bundle.iterdir()}
         assert json.loads((tmp_path / "run.json").read_text())["group_size"] == 3
+        saved = json.loads((tmp_path / "summary.json").read_text())  # what `cowork view` charts
+        assert saved["episodes"]["total"] == 6 and saved["episodes_per_s"] == res.summary["episodes_per_s"]
 
     async def test_resume_runs_only_what_is_missing(self, fake, tmp_path):
         await rollout([CSV], oracle, group_size=3, out_dir=tmp_path)

@@ -39,6 +39,8 @@ from .terminal import printable
 log = logging.getLogger(__name__)
 
 REWARDS = ("score", "pass", "safety_gated")
+#: The last call's summary (figures of the run), beside results.jsonl.
+SUMMARY_FILE = "summary.json"
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 #: Run parameters a resumed run must share with the one that wrote the folder.
@@ -577,6 +579,11 @@ class RolloutRunner:
         summary.update(episodes_per_s=round(rate, 3), wall_s=round(wall, 3), episodes_run=len(todo),
                        episodes_resumed=len(resumed), group_size=group_size, reward=_reward_name(self.reward),
                        agent=agent)
+        if out is not None:
+            # The run's figures beside its results (what `cowork view` charts); rewritten by each call.
+            tmp = Path(out) / f"{SUMMARY_FILE}.tmp"
+            tmp.write_text(json.dumps(summary, indent=1, default=str))
+            os.replace(tmp, Path(out) / SUMMARY_FILE)
         return RolloutResult(groups=groups, summary=summary, episodes_per_s=rate, out_dir=out)
 
     async def _episode(self, loaded: LoadedSpec, group: int, s: int, base_seed: int | None, policy: Policy,
