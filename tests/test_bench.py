@@ -150,3 +150,27 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
     assert all(t["value"] is not None for t in data["targets"])
     assert data["left_behind"] == 0
     assert not [c.name for cid, c in session_containers().items() if cid not in before]
+
+
+def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
+    """Piped, one plain line per finished phase, counted against the phases run_bench has."""
+    import cowork.bench as bench
+    from cowork.bench import probes
+    from cowork.engine import client
+
+    names = ["build cache", "tool-call latency", "sandbox start and idle memory", "throughput", "grading",
+             "verified reset", "pool acquire", "environment overhead", "scale"]
+
+    async def fake_run_bench(plan, spec, before, progress):
+        for n in names:
+            progress(n)
+        raise KeyboardInterrupt  # stop before a report is needed
+
+    monkeypatch.setattr(client, "get_client", lambda: None)
+    monkeypatch.setattr(probes, "session_containers", lambda: [])
+    monkeypatch.setattr(probes, "sweep", lambda before, settle_s=0.0: [])
+    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
+    assert bench.cli(type("A", (), {"quick": True, "json": False, "scale": None})()) == 130
+    err = capsys.readouterr().err
+    assert len(names) == bench.PHASES
+    assert "bench: 1/9 phases" in err and "; build cache" in err and "bench: 8/9 phases" in err

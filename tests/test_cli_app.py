@@ -520,3 +520,18 @@ class TestHelp:
         proc = subprocess.run([sys.executable, "-m", "cowork.cli", "spec", "schema"], capture_output=True, text=True,
                               timeout=120)
         assert proc.returncode == 0 and json.loads(proc.stdout)["type"] == "object"
+
+
+def test_images_build_reports_its_steps(monkeypatch, capsys):
+    """`cowork images build`: the base image, the wheelhouse and the sandbox image as steps
+    (plain lines when piped), each reported by the builder itself."""
+    from cowork.engine import images
+
+    monkeypatch.setattr(images, "ensure_base", lambda offline_only=False: "cowork-base:test")
+    monkeypatch.setattr(images, "sandbox_tag", lambda base: "cowork-sandbox:test")
+    monkeypatch.setattr(images, "_image_exists", lambda tag: True)
+    assert cli.main(["images", "build"]) == exits.OK
+    captured = capsys.readouterr()
+    assert captured.out.strip().endswith("cowork-sandbox:test")
+    assert "images: 1/3 steps" in captured.err and "base image cowork-base:test" in captured.err
+    assert "images: 3/3 steps" in captured.err and "already built" in captured.err

@@ -56,6 +56,10 @@ def machine() -> dict[str, Any]:
     return info
 
 
+#: Phases run_bench announces through ``progress`` (six of its own, three of the pool's).
+PHASES = 9
+
+
 async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str] | None = None,
                     progress=None) -> Report:
     """Measure every figure; stops what it started before returning or raising.
@@ -124,13 +128,27 @@ def cli(args: Any) -> int:
     get_client()  # a clear DockerUnavailable before anything starts
     plan = Plan.make(bool(getattr(args, "quick", False)), getattr(args, "scale", None))
     before = set(probes.session_containers())
-    progress = None if args.json else (lambda msg: print(f"bench: {msg} ...", file=sys.stderr, flush=True))
+    from ..cli.progress import ProgressReport
+
+    # A bar over the phases on a terminal (plain lines when piped): each phase is done when
+    # the next one begins.
+    phases = ProgressReport("bench", "phases", PHASES, enabled=not args.json)
+    current: list[str] = []
+
+    def progress(msg: str) -> None:
+        if current:
+            phases.advance(current.pop())
+        current.append(msg)
+
     interrupted = False
     prev_term = signal.getsignal(signal.SIGTERM)
     try:
         # Until the event loop takes over SIGTERM, turn it into the same path as Ctrl-C.
         signal.signal(signal.SIGTERM, _raise_interrupt)
-        report = asyncio.run(run_bench(plan, getattr(args, "spec", None), before, progress))
+        with phases:
+            report = asyncio.run(run_bench(plan, getattr(args, "spec", None), before, progress))
+            if current:
+                phases.advance(current.pop())
     except (KeyboardInterrupt, asyncio.CancelledError):
         interrupted = True
         report = None

@@ -204,9 +204,11 @@ def spec_schema() -> int:
 
 
 def images_build(offline: bool) -> int:
-    from ..engine.images import ensure_sandbox_image
+    from ..engine.images import BUILD_STEPS, ensure_sandbox_image
 
-    output.say(ensure_sandbox_image(offline_only=offline))
+    with ProgressReport("images", "steps", BUILD_STEPS) as steps:
+        tag = ensure_sandbox_image(offline_only=offline, done=steps.advance)
+    output.say(tag)
     return exits.OK
 
 

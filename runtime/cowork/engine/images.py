@@ -16,6 +16,7 @@ import tempfile
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import docker.errors
 
@@ -153,17 +154,30 @@ def sandbox_tag(base: str) -> str:
     return f"{SANDBOX_REPO}:{h.hexdigest()[:16]}"
 
 
-def ensure_sandbox_image(offline_only: bool = False) -> str:
+#: Steps ensure_sandbox_image reports through ``done``.
+BUILD_STEPS = 3
+
+
+def ensure_sandbox_image(offline_only: bool = False, done: Any = None) -> str:
     """Build the sandbox image unless an identical one exists; returns its tag.
+
+    Args:
+        done: Called with a short description as each of the BUILD_STEPS steps ends (the
+            base image, the wheelhouse, the sandbox image), for progress displays.
 
     Raises:
         ImageError: when the build fails (the build log is in the message).
     """
+    say = done or (lambda _msg: None)
     base = ensure_base(offline_only)
+    say(f"base image {base}")
     tag = sandbox_tag(base)
     if _image_exists(tag):
+        say("wheelhouse (not needed)")
+        say(f"sandbox image {tag} (already built)")
         return tag
     wheels = ensure_wheelhouse()
+    say(f"wheelhouse {wheels}")
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="cowork-ctx-") as ctx:
         shutil.copy(_project_file("Dockerfile"), Path(ctx) / "Dockerfile")
@@ -179,6 +193,7 @@ def ensure_sandbox_image(offline_only: bool = False) -> str:
         _build(path=ctx, tag=tag, buildargs={"BASE": base})
     get_client().images.get(tag).tag(SANDBOX_REPO, "latest")
     log.info("built %s in %.1fs", tag, time.monotonic() - t0)
+    say(f"sandbox image {tag} (built in {time.monotonic() - t0:.0f}s)")
     return tag
 
 
