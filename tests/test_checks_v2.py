@@ -285,3 +285,16 @@ def test_a_new_record_never_takes_the_id_of_a_deleted_seeded_one():
     with ctx.db:
         ctx.db.execute("DELETE FROM records WHERE service='todo' AND id='task-2'")
     assert store.new_id("tasks", "task") == "task-3"
+
+
+def test_an_answer_full_of_braces_and_digits_is_read_in_one_pass():
+    """The reply is the agent's: reading it for JSON and numbers must stay linear (a quadratic
+    scan of 200 KB of unclosed braces would stall the grader for minutes)."""
+    from cowork.grading.checks import first_json, numbers_in
+
+    assert first_json("{" * 200_000) is None
+    assert first_json('{"a": "}{"} and {"b": 1}') == {"a": "}{"}
+    assert first_json('{not json} then {"b": 1}') == {"b": 1}
+    assert len(numbers_in("1," * 100_000)) >= 1
+    r = _one({"type": "answer", "structured": {"b": 1}}, _ev(replies=["{" * 100_000 + ' {"b": 1}']))
+    assert not r.passed  # the unclosed brace swallows the rest: no object is found, and it says so

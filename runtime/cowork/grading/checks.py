@@ -437,43 +437,57 @@ def assistant_texts(ev: Evidence) -> list[str]:
             and m["content"].strip()]
 
 
-_NUMBER = r"[-+]?(?:\d{1,3}(?:[,\u00a0 ]\d{3})+|\d+)(?:\.\d+)?"
+#: A number as people write it: ``1,482,300``, ``1 482 300``, ``1482300.00``, ``-3.5``
+#: (RE2: the reply is the agent's, so matching is linear in its length).
+_NUMBER = r"[-+]?(?:\d{1,3}(?:[, \x{00a0}]\d{3})+|\d+)(?:\.\d+)?"
+#: Longest reply an answer check reads for JSON (an object further on is not looked for).
+JSON_SCAN_LIMIT = 200_000
 
 
 def numbers_in(text: str) -> list[float]:
     """Every number the text states: ``1,482,300``, ``1 482 300``, ``1482300.00``, ``-3.5``."""
-    import re
+    from ..spec.regex import findall
 
     out = []
-    for m in re.finditer(_NUMBER, text):
+    for found in findall(_NUMBER, text):
         try:
-            out.append(float(re.sub(r"[,\u00a0 ]", "", m.group())))
+            out.append(float(found.replace(",", "").replace(" ", "").replace("\u00a0", "")))
         except ValueError:
             continue
     return out
 
 
 def first_json(text: str) -> Any:
-    """The first JSON object in the text (a fenced ```json block first, then a bare ``{...}``)."""
-    import re
-
-    candidates = re.findall(r"```(?:json)?\s*(\{.*?\})\s*```", text, flags=re.S)
-    start = text.find("{")
-    while start != -1:
-        depth = 0
-        for i in range(start, len(text)):
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            if depth == 0:
-                candidates.append(text[start:i + 1])
-                break
-        start = text.find("{", start + 1)
-    for c in candidates:
-        try:
-            obj = json.loads(c)
-        except (json.JSONDecodeError, RecursionError):
+    """The first JSON object in the text (in a fenced ``json`` block or bare): one pass over
+    the text for its outermost balanced ``{...}`` spans, then the first that parses as an
+    object. Linear in the text (which is the agent's), and only its first JSON_SCAN_LIMIT
+    characters are read."""
+    text = text[:JSON_SCAN_LIMIT]
+    depth, start, in_str, escaped = 0, -1, False, False
+    for i, ch in enumerate(text):
+        if in_str:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_str = False
             continue
-        if isinstance(obj, dict):
-            return obj
+        if ch == '"' and depth:
+            in_str = True
+        elif ch == "{":
+            if depth == 0:
+                start = i
+            depth += 1
+        elif ch == "}" and depth:
+            depth -= 1
+            if depth == 0:
+                try:
+                    obj = json.loads(text[start:i + 1])
+                except (json.JSONDecodeError, RecursionError):
+                    continue
+                if isinstance(obj, dict):
+                    return obj
     return None
 
 
