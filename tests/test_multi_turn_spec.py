@@ -119,3 +119,12 @@ def test_boundaries_survive_a_saved_bundle_and_a_forged_file_name_is_refused(tmp
     (tmp_path / "b" / "boundaries.json").write_text(json.dumps(index))
     with pytest.raises(EvidenceError, match="not one of its own"):
         Evidence.load(tmp_path / "b")
+
+
+def test_an_unknown_tool_gets_its_closest_names_not_the_whole_catalogue(tmp_path):
+    (tmp_path / "task.yaml").write_text(BASE.replace("tools: [write_file, mail_send]", "tools: [write_file, mail_snd]"))
+    with pytest.raises(SpecError) as err:
+        load_spec(tmp_path)
+    msg = str(err.value)
+    assert "unknown tool 'mail_snd'; did you mean 'mail_send'" in msg and "task.yaml:4" in msg
+    assert "calendar_free_busy" not in msg and len(msg) < 400

@@ -17,7 +17,12 @@ def known_tools() -> tuple[str, ...]:
 
 def _tool_name(name: str) -> str:
     if name not in known_tools():
-        raise ValueError(f"unknown tool {name!r}; known tools: {', '.join(known_tools())}")
+        import difflib
+
+        close = difflib.get_close_matches(str(name), known_tools(), n=3, cutoff=0.6)
+        hint = f"did you mean {' or '.join(repr(c) for c in close)}?" if close else \
+            "a service name (mail, calendar, ...) stands for all its tools"
+        raise ValueError(f"unknown tool {name!r}; {hint} (every tool: docs/services.md, `cowork spec schema`)")
     return name
 
 
