@@ -6,24 +6,41 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
 class FakeChatServer:
-    """A chat-completions endpoint that plays scripted responses and records requests."""
+    """An OpenAI-compatible endpoint on loopback that records requests.
+
+    Args:
+        responses: ``(status, payload)`` pairs played in order, one per POST; or a function
+            ``answer(method, path, body) -> (status, payload)`` deciding each request (GET
+            included, ``body`` None), for a server whose answer depends on what it is asked.
+    """
 
     def __init__(self, responses):
-        self.responses = list(responses)
+        self.answer = responses if callable(responses) else None
+        self.responses = [] if callable(responses) else list(responses)
         self.requests = []
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
-            def do_POST(self):
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization"), "body": body})
-                status, payload = outer.responses.pop(0)
+            def _reply(self, method, body):
+                outer.requests.append({"method": method, "path": self.path,
+                                       "auth": self.headers.get("Authorization"), "body": body})
+                status, payload = (outer.answer(method, self.path, body) if outer.answer
+                                   else outer.responses.pop(0))
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
+
+            def do_POST(self):
+                self._reply("POST", json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+
+            def do_GET(self):
+                if outer.answer is None:
+                    self.send_error(405)
+                    return
+                self._reply("GET", None)
 
             def log_message(self, *a):
                 pass
@@ -34,3 +51,4 @@ class FakeChatServer:
 
     def close(self):
         self.httpd.shutdown()
+        self.httpd.server_close()

@@ -17,12 +17,11 @@ import socket
 import subprocess
 import sys
 import textwrap
-import threading
 import types
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from fakes import FakeChatServer
 
 from cowork import cli, episode
 from cowork.cli import exits
@@ -59,41 +58,17 @@ def episodes(monkeypatch):
     return queue
 
 
-class _Endpoint:
+def _endpoint(status: int) -> FakeChatServer:
     """A loopback OpenAI-compatible root answering ``GET /models`` with a fixed status."""
-
-    def __init__(self, status: int):
-        self.requests: list[dict] = []
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self):
-                outer.requests.append({"path": self.path, "auth": self.headers.get("Authorization")})
-                body = json.dumps({"data": []} if status == 200 else {"error": "no"}).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *a):
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_port}/v1"
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
-
-    def close(self):
-        self.httpd.shutdown()
-        self.httpd.server_close()
+    return FakeChatServer(lambda method, path, body: (status, {"data": []} if status == 200 else {"error": "no"}))
 
 
 @pytest.fixture
 def endpoint():
     made = []
 
-    def make(status: int) -> _Endpoint:
-        made.append(_Endpoint(status))
+    def make(status: int) -> FakeChatServer:
+        made.append(_endpoint(status))
         return made[-1]
 
     yield make
@@ -218,7 +193,7 @@ class TestPreflight:
         assert cli.main(["run", CSV, "--agent", "openai", "--model", "m", "--base-url", server.url]) == 3
         err = capsys.readouterr().err
         assert "refused the key (HTTP 401" in err and "check $OPENAI_API_KEY" in err
-        assert server.requests[-1] == {"path": "/v1/models", "auth": "Bearer sk-wrong"}
+        assert server.requests[-1] == {"method": "GET", "path": "/v1/models", "auth": "Bearer sk-wrong", "body": None}
 
     def test_the_missing_key_is_named(self, episodes, endpoint, monkeypatch, capsys):
         server = endpoint(403)
