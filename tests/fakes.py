@@ -1,6 +1,9 @@
-"""Test doubles that speak real protocols: a chat-completions server on loopback."""
+"""Test doubles that speak real protocols: a chat-completions server on loopback; a
+workspace archive as the export writes it."""
 
+import io
 import json
+import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -52,3 +55,15 @@ class FakeChatServer:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+def tar_of(files: dict) -> bytes:
+    """A workspace archive holding these regular files (content as bytes or text)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in files.items():
+            data = data.encode() if isinstance(data, str) else data
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+    return buf.getvalue()

@@ -4,25 +4,14 @@ fail-closed score when part of the weight could not be judged."""
 
 from __future__ import annotations
 
-import io
-import tarfile
 
 import pytest
+from fakes import tar_of
 
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
 from cowork.grading import grade
 from cowork.spec.models import TaskSpec
-
-
-def _tar(files: dict[str, str]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, text in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(text.encode())
-            tar.addfile(info, io.BytesIO(text.encode()))
-    return buf.getvalue()
 
 
 def _ev(calls=(), replies=("Done.",), files=None, seed=None, final=None, extra=()) -> Evidence:
@@ -37,7 +26,7 @@ def _ev(calls=(), replies=("Done.",), files=None, seed=None, final=None, extra=(
         prev = s["hash"]
         lines.append(canonical_json(s))
     messages = [{"role": "user", "content": "go"}] + [{"role": "assistant", "content": r} for r in replies]
-    return Evidence(audit_text="\n".join(lines) + "\n", audit_count=len(recs), workspace_tar=_tar(files or {"a.txt": "a"}),
+    return Evidence(audit_text="\n".join(lines) + "\n", audit_count=len(recs), workspace_tar=tar_of(files or {"a.txt": "a"}),
                     initial={}, trace={"messages": messages}, state_seed=seed, state_final=final)
 
 

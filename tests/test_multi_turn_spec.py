@@ -3,12 +3,11 @@ the user's conditions, and the evidence of a multi-turn episode (baseline, bound
 
 from __future__ import annotations
 
-import io
 import json
-import tarfile
 import textwrap
 
 import pytest
+from fakes import tar_of
 
 from cowork.conversation import TurnEnd, holds
 from cowork.errors import EvidenceError, SpecError
@@ -71,16 +70,6 @@ def test_conditions_hold_only_when_every_part_does():
     assert not holds(Condition.model_validate({"check": {"type": "file_exists", "path": "a.txt"}}), end)
 
 
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
-
-
 def _evidence() -> Evidence:
     seed = {"mail": {"messages": {"m1": {"id": "m1", "subject": "a", "folder": "inbox"},
                                   "m2": {"id": "m2", "subject": "b"}}}}
@@ -89,11 +78,11 @@ def _evidence() -> Evidence:
               "records": {"mail": {"messages": {"m3": {"created": {"id": "m3", "subject": "new"}},
                                                 "m2": {"deleted": True},
                                                 "m1": {"fields": {"subject": "edited"}}}}}}]
-    return Evidence(audit_text="", audit_count=0, workspace_tar=_tar({"a.txt": b"x"}),
+    return Evidence(audit_text="", audit_count=0, workspace_tar=tar_of({"a.txt": b"x"}),
                     initial={"notes.md": "0" * 64, "gone.txt": "1" * 64, "keep.txt": "2" * 64},
                     meta={"world": world}, state_seed=seed, state_final=seed,
                     boundaries=[{"turn": 1, "day": 1, "audit_count": 0, "state": seed,
-                                 "workspace_tar": _tar({"b.txt": b"y"})}])
+                                 "workspace_tar": tar_of({"b.txt": b"y"})}])
 
 
 def test_the_baseline_folds_in_what_the_user_and_the_world_changed():

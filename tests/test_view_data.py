@@ -5,16 +5,15 @@ results-folder summary and the local server."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import re
-import tarfile
 import threading
 import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
+from fakes import tar_of
 from cowork.errors import EvidenceError
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
@@ -28,16 +27,6 @@ XSS = "<script>document.body.setAttribute('data-pwned','1')</script>"
 IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">"
 BEFORE = "line one\nline two\n"
 AFTER = f"line one\n{XSS}\n"
-
-
-def _tar(files: dict[str, bytes]) -> bytes:
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for name, data in files.items():
-            info = tarfile.TarInfo(name)
-            info.size = len(data)
-            tar.addfile(info, io.BytesIO(data))
-    return buf.getvalue()
 
 
 def make_hostile_bundle(folder: Path) -> Path:
@@ -79,7 +68,7 @@ def make_hostile_bundle(folder: Path) -> Path:
     final = {"mail": {"messages": {"m1": {"id": "m1", "subject": "hello", "read": True},
                                    "m2": {"id": "m2", "subject": XSS, "to": ["x@evil.example"]}}}}
     ev = Evidence(audit_text="\n".join(lines) + "\n", audit_count=len(recs),
-                  workspace_tar=_tar({"notes.txt": AFTER.encode()}),
+                  workspace_tar=tar_of({"notes.txt": AFTER.encode()}),
                   initial={"notes.txt": hashlib.sha256(BEFORE.encode()).hexdigest()},
                   trace=traj, meta={"task": spec.id}, state_seed=seed, state_final=final)
     ev.save(folder)
