@@ -95,6 +95,8 @@ class ServiceContext:
     faults: "FaultInjector | None" = None
     lock: threading.RLock = field(default_factory=threading.RLock)
     snapshot: Any = field(default=None, repr=False)
+    seeded_ids: dict[tuple[str, str], set[str]] = field(default_factory=dict, repr=False)
+    """Ids of the last seeding's records by (service, collection): a new record never takes one."""
 
     def __post_init__(self) -> None:
         if self.clock.tzinfo is None:
@@ -189,8 +191,7 @@ class Store:
         seeded one, changed, instead of a record the episode created)."""
         key = f"next:{collection}"
         n = self.meta(key, 1)
-        snap = self.ctx.snapshot
-        seeded = {row[2] for row in snap[2] if row[0] == self.service and row[1] == collection} if snap else set()
+        seeded = self.ctx.seeded_ids.get((self.service, collection), ())
         while self.get(collection, f"{prefix}-{n}") is not None or f"{prefix}-{n}" in seeded:
             n += 1
         self.set_meta(key, n + 1)

@@ -89,6 +89,9 @@ def seed_all(ctx: ServiceContext, seed: ServicesSeed) -> None:
         records = ctx.db.execute("SELECT * FROM records ORDER BY rowid").fetchall()
         meta = ctx.db.execute("SELECT * FROM meta").fetchall()
     ctx.snapshot = (seed, ctx.clock, records, meta)
+    ctx.seeded_ids = {}
+    for service, collection, rid, _ in records:
+        ctx.seeded_ids.setdefault((service, collection), set()).add(rid)
 
 
 def reset(ctx: ServiceContext, seed: ServicesSeed) -> None:
