@@ -221,6 +221,29 @@ class Sandbox:
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._stack.aclose(), 5)
 
+    @classmethod
+    async def attach(cls, ref: str) -> "Sandbox":
+        """A handle on a running sandbox this process did not start (``cowork up``), by
+        container id (prefix) or name; :meth:`stop` removes it, :meth:`detach` leaves it.
+        See :mod:`cowork.live`."""
+        from .live import attach
+
+        return await attach(cls, ref)
+
+    async def checkpoint(self) -> dict[str, Any]:
+        """Snapshot the whole task state (workspace with owners and modes, services, audit
+        position, clock); see :mod:`cowork.checkpoints`."""
+        from .checkpoints import checkpoint
+
+        return await checkpoint(self)
+
+    async def restore(self, snapshot: "dict[str, Any] | str") -> dict[str, Any]:
+        """Return to a snapshot from :meth:`checkpoint`, as a new audited branch; the state
+        hash is verified against the snapshot's. See :mod:`cowork.checkpoints`."""
+        from .checkpoints import restore
+
+        return await restore(self, snapshot)
+
     async def __aenter__(self) -> "Sandbox":
         return self
 

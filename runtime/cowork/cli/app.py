@@ -126,14 +126,23 @@ def validate(ctx: typer.Context, specs: SpecArg,
 
 
 @app.command(rich_help_panel=EVALUATE, epilog=_example("cowork run specs/fix-csv-report --evidence out/ && "
-                                                       "cowork grade out/"))
+                                                       "cowork grade out/",
+                                                       "cowork grade 3f2a9c1b7d0e --evidence out/   (a sandbox "
+                                                       "an MCP client is using)"))
 @_body
-def grade(folder: Annotated[Path, typer.Argument(help="a saved evidence folder (`cowork run --evidence`)",
-                                                 metavar="DIR", exists=True, file_okay=False, show_default=False)],
+def grade(target: Annotated[str, typer.Argument(help="a saved evidence folder (`cowork run --evidence`), or the id "
+                                                "or name of a running sandbox (`cowork up`)", metavar="DIR|ID",
+                                                show_default=False)],
           spec: Annotated[str | None, typer.Option(help="task spec (default: the bundle's spec.json)")] = None,
+          evidence: Annotated[Path | None, typer.Option(help="a running sandbox: also save its evidence here "
+                                                        "(default: graded, not kept)", metavar="DIR")] = None,
           as_json: Json = False) -> int:
-    """Recompute a grade from a saved evidence folder, offline."""
-    return commands.grade(folder, spec, as_json)
+    """Grade a saved evidence folder offline, or a running sandbox as it is now."""
+    if Path(target).is_dir():
+        return commands.grade(Path(target), spec, as_json)
+    from . import live
+
+    return live.grade_live(target, spec=spec, evidence=evidence, as_json=as_json)
 
 
 @app.command(rich_help_panel=EVALUATE, epilog=_example("cowork view runs/oracle",
@@ -209,21 +218,33 @@ def export(results: Annotated[list[str], typer.Argument(help="rollout output fol
 
 
 # --------------------------------------------------------------------------- sandboxes
-@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork up specs/fix-csv-report"))
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork up specs/fix-csv-report",
+                                                        "cowork up specs/fix-csv-report --http   (then: cowork serve)"))
 @_body
 def up(spec: Annotated[str, typer.Argument(help="a task folder or its task.yaml", metavar="SPEC",
                                            show_default=False)],
+       http: Annotated[bool, typer.Option("--http", help="issue a bearer token for `cowork serve` and print "
+                                          "client configuration (Claude Desktop, Cursor, MCP Inspector, "
+                                          "Python)")] = False,
        as_json: Json = False) -> int:
     """Start a sandbox and leave it running, for an MCP client."""
-    return commands.up(spec, as_json)
+    return commands.up(spec, as_json, http=http)
 
 
-@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork down 3f2a9c1b7d0e"))
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork down 3f2a9c1b7d0e",
+                                                        "cowork down 3f2a9c1b7d0e --evidence out/ && "
+                                                        "cowork grade out/"))
 @_body
 def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or name", metavar="ID...",
-                                                  show_default=False)]) -> int:
-    """Stop and remove sandboxes."""
-    return commands.down(ids)
+                                                  show_default=False)],
+         evidence: Annotated[Path | None, typer.Option(help="save each sandbox's evidence (and grade) first: "
+                                                       "DIR, or DIR/<name> for several", metavar="DIR")] = None,
+         yes: Annotated[bool, typer.Option("--yes", "-y", help="remove a sandbox an MCP client used without "
+                                           "asking, its evidence unsaved")] = False) -> int:
+    """Stop and remove sandboxes (and revoke their gateway tokens)."""
+    from . import live
+
+    return live.down(ids, evidence=evidence, yes=yes)
 
 
 @app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork connect 3f2a9c1b7d0e   (as an MCP client's "
@@ -232,7 +253,49 @@ def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or
 def connect(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
                                                show_default=False)]) -> int:
     """Bridge a running sandbox's MCP server to stdio (for Claude Desktop, MCP Inspector)."""
-    return commands.connect(ref)
+    from . import bridge
+
+    return bridge.connect(ref)
+
+
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork serve", "cowork serve --host 0.0.0.0 --port 8443 "
+                                                        "--certfile cert.pem --keyfile key.pem"))
+@_body
+def serve(host: Annotated[str, typer.Option(help="address to bind (default: loopback only)")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(help="port (0: any free one)")] = 8765,
+          certfile: Annotated[Path | None, typer.Option(help="TLS certificate (PEM); with --keyfile serves HTTPS",
+                                                        exists=True, dir_okay=False)] = None,
+          keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM)", exists=True,
+                                                       dir_okay=False)] = None) -> int:
+    """Serve running sandboxes to remote MCP clients over streamable HTTP at
+    /sandboxes/<id>/mcp, each behind its own bearer token (`cowork up --http`)."""
+    from . import gateway
+
+    return gateway.serve(host=host, port=port, certfile=certfile, keyfile=keyfile)
+
+
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork checkpoint 3f2a9c1b7d0e"))
+@_body
+def checkpoint(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
+                                                  show_default=False)],
+               as_json: Json = False) -> int:
+    """Snapshot a running sandbox's whole task state; prints the snapshot id."""
+    from . import checkpoints
+
+    return checkpoints.checkpoint(ref, as_json=as_json)
+
+
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork restore 3f2a9c1b7d0e snap-1"))
+@_body
+def restore(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
+                                               show_default=False)],
+            snapshot: Annotated[str, typer.Argument(help="a snapshot id from `cowork checkpoint`", metavar="SNAP",
+                                                    show_default=False)],
+            as_json: Json = False) -> int:
+    """Return a running sandbox to a snapshot (a new audited branch; the state hash is verified)."""
+    from . import checkpoints
+
+    return checkpoints.restore(ref, snapshot, as_json=as_json)
 
 
 # --------------------------------------------------------------------------- maintenance

@@ -127,21 +127,31 @@ def export(results: list[str], **options) -> int:
 
 
 # --------------------------------------------------------------------------- sandboxes
-async def up(spec: str, as_json: bool) -> int:
+async def up(spec: str, as_json: bool, http: bool = False) -> int:
     """Start a sandbox that outlives the command."""
     from ..sandbox import Sandbox
+    from . import live
 
     sb = await Sandbox.start(spec, keep=True)
     await sb.detach()
+    live.record_up(sb)  # what `cowork grade ID` / `cowork down --evidence` need later
     info = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
             "mcp_url": "http://localhost/mcp (streamable HTTP over the unix socket)",
             "stdio_bridge": f"cowork connect {sb.id[:12]}"}
+    if http:
+        from . import gateway
+
+        info["http"] = gateway.issue_token(sb)
     if as_json:
         output.print_json(info)
     else:
         output.say(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']})")
         output.say(f"  MCP over unix socket: {info['mcp_socket']}  (URL {info['mcp_url']})")
         output.say(f"  MCP over stdio (Claude Desktop, MCP Inspector): {info['stdio_bridge']}")
+        if http:
+            from . import gateway
+
+            output.say(gateway.describe(info["http"]))
         output.say(f"  stop it with: cowork down {info['id']}")
     return exits.OK
 
@@ -154,35 +164,6 @@ def _find(ref: str):
         raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see "
                           "`docker ps --filter label=cowork.managed`")
     return hits[0]
-
-
-def down(ids: list[str]) -> int:
-    """Stop and remove sandboxes."""
-    from ..engine import labels
-    from ..engine.container import remove_container
-
-    for ref in ids:
-        c = _find(ref)
-        remove_container(c.id, (c.labels or {}).get(labels.RUN_DIR))
-        output.say(f"removed {c.name}")
-    return exits.OK
-
-
-async def connect(ref: str) -> int:
-    """Bridge a running sandbox's MCP server to stdio (nothing else may reach stdout)."""
-    from fastmcp import Client
-    from fastmcp.client.transports import StreamableHttpTransport
-    from fastmcp.server import create_proxy
-
-    from ..engine import labels
-    from ..sandbox import _uds_client_factory
-
-    c = _find(ref)
-    sock = str(Path((c.labels or {})[labels.RUN_DIR]) / "mcp.sock")
-    client = Client(StreamableHttpTransport("http://localhost/mcp", httpx_client_factory=_uds_client_factory(sock)))
-    proxy = create_proxy(client, name=f"cowork:{(c.labels or {}).get(labels.TASK)}")
-    await proxy.run_async(transport="stdio", show_banner=False)
-    return exits.OK
 
 
 # --------------------------------------------------------------------------- maintenance

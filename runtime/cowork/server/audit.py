@@ -32,6 +32,11 @@ log = logging.getLogger(__name__)
 #: the services' own included, carries ``actor``, so graders can tell whose action it was.
 ACTOR: ContextVar[str | None] = ContextVar("cowork_actor", default=None)
 
+#: The ``seq`` of the tool_call record whose code is making calls now (the ``python`` tool's
+#: inner calls, see server.progtool): every tool_call record written meanwhile carries
+#: ``parent``, so graders see which call made it.
+PARENT: ContextVar[int | None] = ContextVar("cowork_parent", default=None)
+
 #: Longest tool output (characters) kept in an audit record; graders see it, the log stays small.
 RESULT_LIMIT = 8192
 
@@ -129,6 +134,9 @@ class AuditLog:
             actor = ACTOR.get()
             if actor is not None:
                 record = {**record, "actor": actor}
+            parent = PARENT.get()
+            if parent is not None and record.get("kind") == "tool_call":
+                record = {**record, "parent": parent}
             line = self._line(record)
             if self.size + len(line) > self.max_bytes and compact is not None:
                 line = self._line(compact(record))
