@@ -37,6 +37,10 @@ ACTOR: ContextVar[str | None] = ContextVar("cowork_actor", default=None)
 #: ``parent``, so graders see which call made it.
 PARENT: ContextVar[int | None] = ContextVar("cowork_parent", default=None)
 
+#: The ``seq`` of the tool_call record of the call running now (set by AuditMiddleware for
+#: the tool's duration): the ``python`` tool reads it to make it the PARENT of its inner calls.
+CALL: ContextVar[int | None] = ContextVar("cowork_call", default=None)
+
 #: Longest tool output (characters) kept in an audit record; graders see it, the log stays small.
 RESULT_LIMIT = 8192
 
@@ -269,9 +273,11 @@ class AuditMiddleware(Middleware):
                             "nothing was done.") from None
         start = time.perf_counter()
         self.log.in_flight += 1
+        token = CALL.set(call["seq"])
         try:
             return await self._run(context, call_next, call, clean, args, refusal, start)
         finally:
+            CALL.reset(token)
             self.log.in_flight -= 1
 
     async def _run(self, context, call_next, call, clean, args, refusal, start):
