@@ -265,12 +265,21 @@ def merge_tool_calls(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
     happened as far as any safety rule is concerned, and it did not succeed. A tool_call
     record that carries its own ``outcome`` (the single-record form of older logs and of
     probes) is taken as it is.
+
+    A ``tool_denied`` record (a tool the sandbox does not serve: unknown, or not allowed by
+    the task) is an attempt that failed, on purpose: outcome ``"error"``, ``error`` its
+    ``reason``, ``error_type`` ``"ToolDenied"``, ``kind`` kept. Checks that count only calls
+    that succeeded (or may have) never count it; ``include_failed`` checks count it as the
+    attempt it was.
     """
     out: list[dict[str, Any]] = []
     open_calls: dict[Any, dict[str, Any]] = {}
     for rec in records:
         kind = rec.get("kind")
-        if kind == "tool_call":
+        if kind == "tool_denied":
+            out.append({**rec, "call_seq": rec.get("seq"), "outcome": "error", "error": rec.get("reason"),
+                        "error_type": "ToolDenied"})
+        elif kind == "tool_call":
             if "outcome" in rec:
                 out.append(dict(rec))
                 continue

@@ -1,22 +1,176 @@
-"""Graded live sessions: ``cowork grade ID`` and ``cowork down [--evidence]`` (to be written, issue 11)."""
+"""``cowork grade ID`` and ``cowork down [--evidence]``: grading a session an outside MCP client
+drove in a sandbox ``cowork up`` started (see docs/live-sessions.md).
+
+Grading a running sandbox exports its evidence the way an episode's end does, and nothing
+more: no reset, the client may go on working. The export holds new calls back with a tool
+error for its duration ("Refused: the sandbox is exporting its evidence ..."), and it kills
+the agent's background processes (nothing may write files while they are read).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoworkError
+from ..errors import CoworkError, SandboxError
+from . import exits, output
 
 
 def record_up(sb: Any) -> None:
-    """Keep what a later ``cowork grade ID`` needs (nothing yet)."""
+    """Keep, in the sandbox's run dir, what a later ``cowork grade ID`` / ``cowork down
+    --evidence`` needs (see cowork.live.record_up)."""
+    from ..live import record_up as keep
+
+    keep(sb)
 
 
-def grade_live(ref: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
-    raise CoworkError(f"{ref} is not a folder (grading a running sandbox is not available yet)")
+async def _attach(ref: str, spec: str | None = None):
+    """A handle on the sandbox; one whose MCP server no longer answers gets a handle without
+    a session (its evidence is then salvaged)."""
+    from ..live import attach
+    from ..sandbox import Sandbox
+
+    try:
+        return await attach(Sandbox, ref, spec=spec), True
+    except SandboxError:
+        return await attach(Sandbox, ref, spec=spec, connect=False), False
 
 
-def down(ids: list[str], *, evidence: Path | None, yes: bool) -> int:
-    from .commands import down as old_down
+async def _evidence(sb: Any, answering: bool):
+    """The sandbox's evidence now, with a trace rebuilt from its audit log."""
+    from ..live import audit_trace
 
-    return old_down(ids)
+    ev = None
+    if answering:
+        try:
+            ev = await sb.export_evidence()
+        except SandboxError:
+            ev = None
+    if ev is None:  # the server is dead or stopped answering: what the run dir and container still hold
+        ev = await sb.salvage_evidence()
+    ev.trace = audit_trace(ev, sb.spec.id)
+    ev.meta["live"] = {"driven_by": "an outside MCP client", "trace": "rebuilt from the audit log"}
+    return ev
+
+
+async def _grade(sb: Any, ev: Any):
+    """Hidden verifiers first (as after an episode), then the grade."""
+    from ..grading import grade
+
+    if any(c.type == "verifier" for c in (*sb.spec.checks, *sb.spec.safety)):
+        from ..engine.client import in_thread
+        from ..grading.verifiers import run_verifiers
+
+        ev.meta["verifiers"] = await in_thread(run_verifiers, sb.spec, sb.loaded.root, ev.workspace_tar, sb.image)
+    return grade(sb.spec, ev)
+
+
+def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
+    """The bundle ``cowork grade DIR`` regrades offline: evidence, grade.json, spec.json."""
+    ev.save(dest)
+    (dest / "grade.json").write_text(g.model_dump_json(indent=1))
+    (dest / "spec.json").write_text(spec.model_dump_json(indent=1))
+
+
+async def grade_live(ref: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
+    """Grade a running sandbox as it is now; it keeps running. With ``evidence`` also save
+    the bundle there."""
+    sb, answering = await _attach(ref, spec)
+    try:
+        ev = await _evidence(sb, answering)
+    finally:
+        await sb.detach()
+    g = await _grade(sb, ev)
+    if evidence is not None:
+        _save(evidence, ev, g, sb.spec)
+    if as_json:
+        output.print_json(g.model_dump())
+    else:
+        output.say(g.summary())
+        if evidence is not None:
+            output.say(f"evidence saved to {evidence}")
+    return exits.OK
+
+
+# --------------------------------------------------------------------------- down
+def client_calls(run_dir: Path) -> int:
+    """Calls an MCP client made in the sandbox, refused ones included (the task's own actors'
+    are not counted), as its audit log says now."""
+    n = 0
+    try:
+        with open(Path(run_dir) / "audit.jsonl", "rb") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except ValueError:
+                    continue
+                if isinstance(rec, dict) and rec.get("kind") in ("tool_call", "tool_denied") \
+                        and rec.get("actor") is None:
+                    n += 1
+    except FileNotFoundError:
+        return 0
+    return n
+
+
+async def down(ids: list[str], *, evidence: Path | None, yes: bool) -> int:
+    """Remove sandboxes. With ``evidence``: export, grade and save each one first (DIR, or
+    DIR/<name> for several). Without: one an MCP client used is confirmed on a terminal
+    (unless ``yes``), or removed with a line saying what was not kept.
+
+    Returns:
+        0; 1 when a sandbox was kept because the answer was no; 2 when one was kept because
+        its evidence could not be graded without a spec.
+    """
+    from ..engine.client import in_thread
+    from ..live import find_container
+
+    # Every id is resolved before anything is removed: a typo in the third removes nothing.
+    containers = [await in_thread(find_container, ref) for ref in ids]
+    code = exits.OK
+    for c in containers:
+        dest = None if evidence is None else (evidence if len(containers) == 1 else evidence / c.name)
+        one = await (_down_saved(c, dest) if dest is not None else _down_unsaved(c, yes))
+        code = max(code, one)
+    return code
+
+
+async def _down_saved(container: Any, dest: Path) -> int:
+    try:
+        sb, answering = await _attach(container.id)
+    except CoworkError as exc:
+        output.error(f"{exc}; kept {container.name}: save and grade it with `cowork grade {container.id[:12]} "
+                     f"--spec SPEC --evidence {dest}`, then `cowork down {container.id[:12]}`")
+        return exits.BAD_INPUT
+    try:
+        ev = await _evidence(sb, answering)
+        g = await _grade(sb, ev)
+        _save(dest, ev, g, sb.spec)
+    except BaseException:
+        await sb.detach()  # nothing saved: the sandbox stays
+        raise
+    await sb.stop()
+    output.say(g.summary())
+    output.say(f"removed {container.name}; its evidence and grade are in {dest}")
+    return exits.OK
+
+
+async def _down_unsaved(container: Any, yes: bool) -> int:
+    from ..engine.client import in_thread
+    from ..engine.container import remove_container
+    from ..live import run_dir_of
+
+    run_dir = run_dir_of(container)
+    n = await in_thread(client_calls, run_dir)
+    if n and not yes and sys.stdin.isatty():
+        import typer
+
+        if not typer.confirm(f"{container.name} holds {n} tool call(s) an MCP client made; remove it without "
+                             "keeping them?", default=False):
+            output.say(f"kept {container.name}; keep its evidence with: cowork down {container.id[:12]} --evidence DIR")
+            return exits.GATE_FAILED
+    await in_thread(remove_container, container.id, str(run_dir))
+    output.say(f"removed {container.name}" + (f"; its {n} tool call(s) were not kept (use --evidence DIR to keep "
+                                              "them)" if n else ""))
+    return exits.OK

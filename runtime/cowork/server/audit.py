@@ -7,6 +7,11 @@ duration) follows when the call ends; a call without one (the server died mid-ca
 read by graders as called, with outcome ``unknown``. Services write their
 ``service_action`` records inside the transaction they describe, so a failed append rolls
 the change back.
+
+A call of a tool the sandbox does not serve (a name no tool has, or a real tool the task
+did not allow) is written as one ``tool_denied`` record (tool, arguments as audited,
+``reason``: ``unknown tool`` or ``not allowed``) and answered with a tool error; nothing
+runs. Graders read it as an attempt that failed (see formats.merge_tool_calls).
 """
 
 from __future__ import annotations
@@ -22,8 +27,8 @@ from typing import Any, Callable
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 
-from ..formats import (GENESIS_HASH, ArgumentsRefused, audited_arguments, canonical_json, check_arguments,
-                       has_surrogates, replace_surrogates, seal, string_digest)
+from ..formats import (GENESIS_HASH, WORKSPACE_TOOLS, ArgumentsRefused, audited_arguments, canonical_json,
+                       check_arguments, has_surrogates, replace_surrogates, seal, string_digest)
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +45,16 @@ PARENT: ContextVar[int | None] = ContextVar("cowork_parent", default=None)
 #: The ``seq`` of the tool_call record of the call running now (set by AuditMiddleware for
 #: the tool's duration): the ``python`` tool reads it to make it the PARENT of its inner calls.
 CALL: ContextVar[int | None] = ContextVar("cowork_call", default=None)
+
+#: Kind of the record of a call to a tool the sandbox does not serve (nothing ran).
+DENIED = "tool_denied"
+
+#: ``reason`` of a tool_denied record: no tool has the name / a real tool the task did not allow.
+UNKNOWN_TOOL, NOT_ALLOWED = "unknown tool", "not allowed"
+
+#: Longest tool name (characters) kept in a tool_denied record: a name is the caller's to
+#: choose, and only served tools (short names) are checked by name anyway.
+NAME_LIMIT = 256
 
 #: Longest tool output (characters) kept in an audit record; graders see it, the log stays small.
 RESULT_LIMIT = 8192
@@ -139,7 +154,7 @@ class AuditLog:
             if actor is not None:
                 record = {**record, "actor": actor}
             parent = PARENT.get()
-            if parent is not None and record.get("kind") == "tool_call":
+            if parent is not None and record.get("kind") in ("tool_call", DENIED):
                 record = {**record, "parent": parent}
             line = self._line(record)
             if self.size + len(line) > self.max_bytes and compact is not None:
@@ -259,7 +274,11 @@ class AuditMiddleware(Middleware):
         # What the tool receives is what the audit shows: graders match (and re2 encodes)
         # the same text the tool acted on, and the flag says the text was not sent as is.
         kept, cuts = audited_arguments(clean) if isinstance(clean, dict) else ({}, [])
-        record: dict[str, Any] = {"kind": "tool_call", "tool": name, "args": kept}
+        denied = await _denied(context, name)
+        record: dict[str, Any] = {"kind": DENIED if denied else "tool_call",
+                                  "tool": _cut(name, "/tool", NAME_LIMIT, cuts) if denied else name, "args": kept}
+        if denied:
+            record["reason"] = denied
         if cuts:
             record["cut"] = cuts
         if clean is not args:
@@ -268,9 +287,13 @@ class AuditMiddleware(Middleware):
             call = self.log.append(record, compact=_compact_call)
         except (OSError, ValueError) as exc:
             # No record, no action: the call is refused before anything runs.
-            log.error("refused %s: cannot audit it: %s", name, exc)
+            log.error("refused %s: cannot audit it: %s", name[:NAME_LIMIT], exc)
             raise ToolError(f"Refused: this call could not be written to the audit log ({exc}); "
                             "nothing was done.") from None
+        if denied:
+            shown = record["tool"] + ("..." if len(name) > NAME_LIMIT else "")
+            raise ToolError(f"Unknown tool: {shown!r}" if denied == UNKNOWN_TOOL
+                            else f"Tool {shown!r} is not available in this sandbox; nothing was done.")
         start = time.perf_counter()
         self.log.in_flight += 1
         token = CALL.set(call["seq"])
@@ -316,6 +339,26 @@ class AuditMiddleware(Middleware):
                 self.log.append(_compact_result(record))
             except (OSError, ValueError, TypeError):
                 log.error("tool_result of call %s not audited: %s", call["seq"], exc)
+
+
+async def _denied(context: Any, name: str) -> str | None:
+    """Why the server will not run ``name`` (UNKNOWN_TOOL, NOT_ALLOWED), or None when it serves it.
+
+    Asked of the app itself (about 0.1 ms), so every tool it serves counts, whoever registered
+    it. Without an app to ask (not seen with fastmcp 4.2) the call goes on, and fastmcp's own
+    "Unknown tool" answer is audited as a failed call.
+    """
+    server = getattr(getattr(context, "fastmcp_context", None), "fastmcp", None)
+    if server is None or await server.get_tool(name) is not None:
+        return None
+    return NOT_ALLOWED if name in _catalogue() else UNKNOWN_TOOL
+
+
+def _catalogue() -> frozenset[str]:
+    """Every tool name a task may allow (the workspace tools and every service's)."""
+    from ..services.catalog import SERVICE_TOOLS
+
+    return frozenset(WORKSPACE_TOOLS).union(*SERVICE_TOOLS.values())
 
 
 def _any_surrogate(value: Any) -> bool:
