@@ -222,6 +222,10 @@ async def main() -> int:
     ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers(), **actors.handlers()}
     if services is not None:
         ops.update(services.handlers())
+    from .checkpoint import Checkpoints
+
+    ops.update(Checkpoints(run_dir=run_dir, workspace=cfg.workspace.root, audit=audit, episodes=episodes,
+                           services=services, fs=fs, disk_mb=int(raw.get("limits", {}).get("disk_mb", 64))).handlers())
     control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET), ops)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -134,6 +134,49 @@ class AuditLog:
             self._broken = None
             self.exported_at = 0
 
+    def copy_to(self, dest: str) -> dict[str, Any]:
+        """Copy the whole log as it stands to ``dest`` (mode 0600): a checkpoint's prefix, or an
+        abandoned branch's archive (server.checkpoint). Returns ``count``, ``last_hash``, ``size``."""
+        with self._lock:
+            fd = os.open(dest, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                with open(self.path, "rb") as src:
+                    left = self.size
+                    while left:
+                        chunk = src.read(min(left, 1 << 20))
+                        if not chunk:
+                            raise OSError(f"{self.path} is shorter than the {self.size} bytes written")
+                        os.write(fd, chunk)
+                        left -= len(chunk)
+            finally:
+                os.close(fd)
+            return {"count": self.count, "last_hash": self.last_hash, "size": self.size}
+
+    def rewind(self, prefix: str, count: int, last_hash: str) -> None:
+        """Make the log the records of ``prefix`` (an earlier copy_to of this chain, holding
+        ``count`` records ending in ``last_hash``); the next record continues that chain.
+
+        The new log is written beside the old one and renamed over it, so the log is always
+        either the old branch or the new one, never half of each. The old branch must already
+        be archived (a restore copies it first): this is the one place records leave the live log.
+        """
+        with self._lock:
+            tmp = self.path + ".rewind"
+            size = os.path.getsize(prefix)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                with open(prefix, "rb") as src:
+                    while chunk := src.read(1 << 20):
+                        os.write(fd, chunk)
+            finally:
+                os.close(fd)
+            os.replace(tmp, self.path)
+            new = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CLOEXEC)
+            os.close(self._fd)
+            self._fd = new
+            self.count, self.size, self.last_hash = count, size, last_hash
+            self._broken = None
+
     def append(self, record: dict[str, Any],
                compact: Callable[[dict[str, Any]], dict[str, Any]] | None = None) -> dict[str, Any]:
         """Seal ``record`` into the chain and write it; returns the sealed record.
