@@ -1,0 +1,131 @@
+"""The gateway's token store, header parsing and client configuration, without Docker (the
+gateway against real sandboxes is tests/integration/test_gateway.py)."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import os
+import stat
+
+import pytest
+from cowork.cli import gateway as cli_gateway
+from cowork.gateway import proxy, tokens
+
+
+class TestTokens:
+    def test_issued_token_opens_and_only_its_hash_is_stored(self, tmp_path):
+        token = tokens.issue(tmp_path)
+        assert tokens.check(tmp_path, token) is None
+        path = tmp_path / tokens.TOKEN_FILE
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert token not in path.read_text()
+        assert json.loads(path.read_text()) == {"sha256": tokens.digest(token)}
+        assert os.listdir(tmp_path) == [tokens.TOKEN_FILE]  # no temporary file left
+
+    def test_wrong_token_and_missing_file_are_refused(self, tmp_path):
+        assert tokens.check(tmp_path, "anything") == "no token issued for this sandbox (or it was removed)"
+        token = tokens.issue(tmp_path)
+        assert tokens.check(tmp_path, token + "x") == "wrong token"
+        assert tokens.check(tmp_path, "") == "wrong token"
+
+    def test_a_new_token_revokes_the_old_one(self, tmp_path):
+        first = tokens.issue(tmp_path)
+        second = tokens.issue(tmp_path)
+        assert first != second
+        assert tokens.check(tmp_path, first) == "wrong token"
+        assert tokens.check(tmp_path, second) is None
+
+    def test_removing_the_file_revokes(self, tmp_path):
+        token = tokens.issue(tmp_path)
+        (tmp_path / tokens.TOKEN_FILE).unlink()
+        assert tokens.check(tmp_path, token) is not None
+
+    def test_a_file_open_to_others_is_refused(self, tmp_path):
+        token = tokens.issue(tmp_path)
+        (tmp_path / tokens.TOKEN_FILE).chmod(0o644)
+        assert "refused" in tokens.check(tmp_path, token)
+
+    def test_a_symlinked_token_file_is_refused(self, tmp_path):
+        """A planted link to a hash file elsewhere must not count."""
+        elsewhere = tmp_path / "elsewhere"
+        elsewhere.mkdir()
+        token = tokens.issue(elsewhere)
+        box = tmp_path / "box"
+        box.mkdir()
+        (box / tokens.TOKEN_FILE).symlink_to(elsewhere / tokens.TOKEN_FILE)
+        assert "unreadable" in tokens.check(box, token)
+
+    @pytest.mark.parametrize("content", ["", "{}", '{"sha256": 5}', '{"sha256": "ab"}', "not json"])
+    def test_a_malformed_file_is_refused(self, tmp_path, content):
+        path = tmp_path / tokens.TOKEN_FILE
+        path.write_text(content)
+        path.chmod(0o600)
+        assert tokens.check(tmp_path, "t") == "token file malformed"
+
+
+class TestRequestParsing:
+    @pytest.mark.parametrize("value, token", [
+        (b"Bearer abc", "abc"), (b"bearer abc", "abc"), (b"Bearer  abc ", "abc"), (b"Bearer\tabc", None),
+        (b"Bearer", None), (b"Bearer ", None), (b"Basic abc", None), (b"abc", None), (b"Bearer a b", None),
+        (None, None),
+    ])
+    def test_bearer(self, value, token):
+        assert proxy._bearer(value) == token
+
+    @pytest.mark.parametrize("path, ref", [
+        ("/sandboxes/3f2a9c1b7d0e/mcp", "3f2a9c1b7d0e"), ("/sandboxes/3f2a9c1b7d0e/mcp/", "3f2a9c1b7d0e"),
+        ("/sandboxes/cowork-fix-csv-report-ab12/mcp", "cowork-fix-csv-report-ab12"),
+        ("/sandboxes/a/../b/mcp", None), ("/sandboxes/../mcp", None), ("/sandboxes/a/b/mcp", None),
+        ("/sandboxes//mcp", None), ("/sandboxes/.hidden/mcp", None), ("/sandboxes/a/mcp/x", None),
+        ("/x/sandboxes/a/mcp", None),
+    ])
+    def test_route(self, path, ref):
+        m = proxy.ROUTE.fullmatch(path)
+        assert (m["ref"] if m else None) == ref
+
+    def test_the_token_is_never_forwarded(self):
+        assert b"authorization" not in proxy.REQUEST_HEADERS and b"cookie" not in proxy.REQUEST_HEADERS
+
+
+class TestClientConfigs:
+    def test_default_port_matches_the_serve_command(self):
+        params = inspect.signature(importlib.import_module("cowork.cli.app").serve).parameters
+        port, host = params["port"].default, params["host"].default
+        assert (host, port) == (cli_gateway.DEFAULT_HOST, cli_gateway.DEFAULT_PORT)
+
+    def test_every_client_gets_url_and_token(self):
+        url, token = "http://127.0.0.1:8765/sandboxes/3f2a9c1b7d0e/mcp", "tok-123"
+        c = cli_gateway.client_configs(url, token, "3f2a9c1b7d0e")
+        entry = c["cursor"]["mcpServers"]["cowork-3f2a9c1b7d0e"]
+        assert entry == {"url": url, "headers": {"Authorization": "Bearer tok-123"}}
+        assert c["mcp_json"]["mcpServers"]["cowork-3f2a9c1b7d0e"]["type"] == "http"
+        desktop = c["claude_desktop"]["mcpServers"]["cowork-3f2a9c1b7d0e"]
+        assert url in desktop["args"] and desktop["env"] == {"AUTH_HEADER": "Bearer tok-123"}
+        assert c["claude_desktop_same_host"]["mcpServers"]["cowork-3f2a9c1b7d0e"]["args"] == ["connect",
+                                                                                            "3f2a9c1b7d0e"]
+        for key in ("claude_code", "mcp_inspector", "python_fastmcp", "python_mcp"):
+            assert url in c[key] and token in c[key], key
+            if key.startswith("python"):
+                compile(c[key], key, "exec")
+
+    def test_describe_shows_the_token_once_said_so(self):
+        info = {"url": "http://127.0.0.1:8765/sandboxes/x/mcp", "token": "tok-123", "serve": "cowork serve",
+                "clients": cli_gateway.client_configs("http://127.0.0.1:8765/sandboxes/x/mcp", "tok-123", "x")}
+        text = cli_gateway.describe(info)
+        assert "tok-123" in text and "shown once" in text and "cowork serve" in text
+
+    def test_serve_wants_both_tls_files(self, tmp_path):
+        from cowork.errors import CoworkError
+
+        with pytest.raises(CoworkError, match="go together"):
+            cli_gateway.serve(host="127.0.0.1", port=0, certfile=tmp_path / "c.pem", keyfile=None)
+
+    def test_serve_names_a_bad_certificate(self, tmp_path):
+        from cowork.errors import CoworkError
+
+        (tmp_path / "c.pem").write_text("not a certificate")
+        (tmp_path / "k.pem").write_text("not a key")
+        with pytest.raises(CoworkError, match="cannot serve HTTPS"):
+            cli_gateway.serve(host="127.0.0.1", port=0, certfile=tmp_path / "c.pem", keyfile=tmp_path / "k.pem")
