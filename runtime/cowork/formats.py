@@ -381,3 +381,8 @@ def verify_chain(lines: Iterable[str] | str, expected_count: int | None = None) 
 
 #: The workspace tools every sandbox serves.
 WORKSPACE_TOOLS = ("shell", "read_file", "write_file", "edit_file", "list_files", "grep")
+
+#: The optional tool that runs the agent's Python code as the agent, with every other allowed
+#: tool callable from it (server.progtool, docs/programmatic-tools.md); off unless a spec
+#: allows it by name.
+PYTHON_TOOL = "python"

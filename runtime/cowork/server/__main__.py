@@ -161,7 +161,7 @@ async def main() -> int:
     audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG), max_bytes=audit_budget(raw.get("limits", {}).get("disk_mb")))
     mcp, fs = build_app(cfg, audit)
     services = None
-    if raw.get("services") or set(cfg.tools) - set(F.WORKSPACE_TOOLS):
+    if raw.get("services") or set(cfg.tools) - set(F.WORKSPACE_TOOLS) - {F.PYTHON_TOOL}:
         # Imported only when the task uses services: the ten service modules cost ~0.1 s of start-up.
         from .services_setup import setup_services
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from fastmcp import FastMCP
 
-from ..formats import WORKSPACE_TOOLS
+from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
 from .agentfs import AgentFS
 from .audit import AuditLog, AuditMiddleware
 from .forkfs import ForkFS, per_thread_fsuid_works
@@ -43,5 +43,10 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[FastMCP, AgentFS | Fo
         fs = ForkFS(uid, gid, child_timeout_s=cfg.workspace.tool_timeout_s + 5)  # gVisor: no setfsuid
     else:
         fs = AgentFS(uid, gid)
-    WorkspaceTools(cfg.workspace, fs).register(mcp, set(cfg.tools))
+    workspace = WorkspaceTools(cfg.workspace, fs)
+    workspace.register(mcp, set(cfg.tools))
+    if PYTHON_TOOL in cfg.tools:
+        from .progtool import ProgTool  # its code's calls go through this app, middleware and all
+
+        ProgTool(workspace, mcp).register(mcp)
     return mcp, fs

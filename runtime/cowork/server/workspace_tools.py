@@ -133,15 +133,40 @@ class WorkspaceTools:
         kill_agent_processes(self.cfg.agent_uid)
 
     async def shell(self, command: str, timeout_s: float | None = None) -> dict:
+        return await self.run_as_agent(["/bin/bash", "-c", command], timeout_s)
+
+    async def run_as_agent(self, argv: list[str], timeout_s: float | None = None, *,
+                           env: dict[str, str] | None = None, pass_fds: tuple[int, ...] = ()) -> dict:
+        """Run ``argv`` as the agent in /workspace, as ``shell`` runs its commands.
+
+        The ``shell`` and ``python`` tools share it, so both get the same ids, environment,
+        time limit, output cap and killing of what the call left behind, and each counts as
+        a call in flight for the other (a shell call the python tool's code makes does not
+        kill the python process when it ends).
+
+        Args:
+            argv: The program and its arguments.
+            timeout_s: Seconds before the process group is killed (capped by the task's limit).
+            env: Variables added to the agent's environment.
+            pass_fds: Descriptors the process inherits (the python tool's channel).
+
+        Returns:
+            ``exit_code``, ``output`` (stdout and stderr together, cut at the task's
+            output limit) and ``truncated``.
+
+        Raises:
+            ToolError: the process ran past the time limit (it was killed; the error holds
+                the output so far).
+        """
         limit = self.cfg.tool_timeout_s if timeout_s is None else min(timeout_s, self.cfg.tool_timeout_s)
-        env = {
+        full_env = {
             "PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": "/tmp", "LANG": "C.UTF-8",
             "USER": "agent", "PWD": self.cfg.root, "TMPDIR": "/tmp",
         }
         if self._reaps and os.path.exists(AGENT_BASH_ENV):
-            env["BASH_ENV"] = AGENT_BASH_ENV  # oom_score_adj 1000 before the command runs
-        argv: list[str] = ["/bin/bash", "-c", command]
-        kwargs = {}
+            full_env["BASH_ENV"] = AGENT_BASH_ENV  # oom_score_adj 1000 before the command runs
+        full_env.update(env or {})
+        kwargs: dict = {"pass_fds": pass_fds} if pass_fds else {}
         if self.cfg.agent_uid is not None and os.geteuid() == 0:
             if _SETPRIV:
                 # Same ids and empty groups as user=/group=/extra_groups=, set by setpriv
@@ -150,10 +175,10 @@ class WorkspaceTools:
                 argv = [_SETPRIV, f"--reuid={self.cfg.agent_uid}", f"--regid={self.cfg.agent_gid}",
                         "--clear-groups", "--", *argv]
             else:
-                kwargs = {"user": self.cfg.agent_uid, "group": self.cfg.agent_gid, "extra_groups": []}
+                kwargs.update(user=self.cfg.agent_uid, group=self.cfg.agent_gid, extra_groups=[])
         self._shells += 1
         try:
-            return await self._run(argv, env, kwargs, limit)
+            return await self._run(argv, full_env, kwargs, limit)
         finally:
             self._shells -= 1
             if self._shells == 0 and self._reap_owed:
