@@ -28,12 +28,12 @@ class CheckpointError(SandboxError):
     """A checkpoint or restore failed; after a failed restore the sandbox must not be used."""
 
 
-def _timeout(sb: "Sandbox") -> float:
+def _timeout(sb: Sandbox) -> float:
     # Draining waits out the tool timeout; saving or rebuilding a full disk_mb takes seconds.
     return sb.spec.limits.tool_timeout_s + 120
 
 
-async def checkpoint(sb: "Sandbox") -> dict[str, Any]:
+async def checkpoint(sb: Sandbox) -> dict[str, Any]:
     """Snapshot the sandbox's whole task state.
 
     New calls wait and running ones are drained; every agent process is then killed (a
@@ -57,7 +57,7 @@ async def checkpoint(sb: "Sandbox") -> dict[str, Any]:
     return {k: v for k, v in resp.items() if k != "ok"}
 
 
-async def restore(sb: "Sandbox", snapshot: dict[str, Any] | str) -> dict[str, Any]:
+async def restore(sb: Sandbox, snapshot: dict[str, Any] | str) -> dict[str, Any]:
     """Return the sandbox to ``snapshot`` (the dict from :func:`checkpoint`, or its id).
 
     The live branch is archived first (see :func:`branches`), never deleted; the live audit
@@ -87,7 +87,7 @@ async def restore(sb: "Sandbox", snapshot: dict[str, Any] | str) -> dict[str, An
     return out
 
 
-async def discard(sb: "Sandbox", snapshot: dict[str, Any] | str) -> None:
+async def discard(sb: Sandbox, snapshot: dict[str, Any] | str) -> None:
     """Delete a snapshot to free the run dir's checkpoint store (archived branches stay).
 
     Raises:
@@ -119,7 +119,7 @@ def branches(run_dir: Path) -> list[dict[str, Any]]:
     return sorted(found, key=lambda b: b["branch"])
 
 
-async def branch_evidence(sb: "Sandbox", branch: int) -> Evidence:
+async def branch_evidence(sb: Sandbox, branch: int) -> Evidence:
     """The evidence of an abandoned branch, as it stood when a restore left it: its audit log
     (whole chain, verified here), workspace export and services state. Grade it with
     ``cowork.grading.grade`` like any bundle: a violation made on a branch later abandoned

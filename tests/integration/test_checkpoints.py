@@ -7,7 +7,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from cowork.checkpoints import CheckpointError, branch_evidence, branches, snapshots
 from cowork.formats import verify_chain
 from cowork.grading import grade
@@ -26,7 +25,7 @@ workspace:
     - {path: notes/plan.txt, content: "step one\\n"}
     - {path: policy.txt, content: "read only\\n", owner: root, mode: "0444"}
 tools: [shell, read_file, write_file, mail]
-limits: {tool_timeout_s: 10}
+limits: {tool_timeout_s: 10, disk_mb: 8}
 services:
   mail:
     mailboxes: [{address: me@acme.com}]
@@ -75,6 +74,13 @@ async def mails(sb) -> list[str]:
 class TestRestore:
     async def test_state_files_owners_modes_services_and_clock_come_back(self, loaded, no_leftovers):
         async with await Sandbox.start(loaded) as sb:
+            # One snapshot holds at most disk_mb (8 MiB) of workspace and /tmp together.
+            await sh(sb, "head -c 5000000 /dev/zero > big && head -c 5000000 /dev/zero > /tmp/big")
+            with pytest.raises(CheckpointError, match=r"checkpoint refused: .*/tmp/big.* disk_mb, 8 MiB"):
+                await sb.checkpoint()
+            assert not list((Path(sb.run_dir) / "checkpoints").iterdir())  # nothing half-kept
+            await sh(sb, "rm big /tmp/big")
+
             await sh(sb, "mkdir -p d/sub && echo one > d/sub/f && chmod 640 d/sub/f && chmod 750 d && "
                          "ln -s notes/plan.txt link && ln d/sub/f hard && mkfifo pipe && "
                          "setfattr -n user.tag -v hello d/sub/f 2>/dev/null; echo tmp > /tmp/t && "

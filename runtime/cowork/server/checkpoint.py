@@ -38,13 +38,20 @@ import secrets
 import shutil
 import sqlite3
 import time
-from typing import Any, Awaitable, Callable
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from .. import formats as F
 from .export import ExportLimits, export_workspace
-from .reset import foreign_processes, ipc_objects, remove_agent_ipc, remove_message_queues, sandbox_state, wipe
-from .snaptree import TreeError, restore_tree, save_tree
 from .procs import kill_agent_processes
+from .reset import (
+    foreign_processes,
+    ipc_objects,
+    remove_agent_ipc,
+    remove_message_queues,
+    wipe,
+)
+from .snaptree import TreeError, restore_tree, save_tree
 
 CHECKPOINT_DIR = "checkpoints"
 BRANCH_DIR = "branches"
@@ -159,8 +166,7 @@ class Checkpoints:
             meta.update(id=snap, time=time.time(), episode=self.episodes.episode, from_snapshot=self.current,
                         audit_count=pos["count"], audit_last_hash=pos["last_hash"], audit_bytes=pos["size"],
                         exported=exported, exported_at=exported_at)
-            with open(os.path.join(part, "meta.json"), "w") as fh:
-                json.dump(meta, fh)
+            await asyncio.to_thread(_write_json, os.path.join(part, "meta.json"), meta)
             os.rename(part, self._dir(CHECKPOINT_DIR, snap))
         except BaseException:
             shutil.rmtree(part, ignore_errors=True)
@@ -265,15 +271,13 @@ class Checkpoints:
 
             with self.services.ctx.lock:
                 dump = dump_state(self.services.ctx.db)
-            with open(os.path.join(where, "state.json"), "w") as fh:
-                json.dump(dump, fh, sort_keys=True)
+            await asyncio.to_thread(_write_json, os.path.join(where, "state.json"), dump)
         info = {"branch": n, "count": pos["count"], "last_hash": pos["last_hash"],
                 "sha256": await asyncio.to_thread(_sha256, os.path.join(where, "audit.jsonl")),
                 "from_snapshot": self.current, "restored_to": restored_to, "episode": self.episodes.episode,
                 "time": time.time(), "export_complete": export.get("complete"),
                 "path": os.path.join(BRANCH_DIR, f"branch-{n}")}
-        with open(os.path.join(where, "meta.json"), "w") as fh:
-            json.dump(info, fh)
+        await asyncio.to_thread(_write_json, os.path.join(where, "meta.json"), info)
         return info
 
     async def _put_back(self, path: str, meta: dict[str, Any]) -> None:
@@ -281,8 +285,7 @@ class Checkpoints:
         for name, root, mode in (("workspace", self.workspace, 0o755), ("tmp", self.episodes.tmp, 0o755)):
             if name == "tmp" and os.geteuid() != 0:
                 continue  # a server that is not root (tests) does not own /tmp
-            with open(os.path.join(path, f"{name}.json")) as fh:
-                manifest = json.load(fh)
+            manifest = await asyncio.to_thread(_read_json, os.path.join(path, f"{name}.json"))
             await asyncio.to_thread(wipe, root, owner=me, mode=mode)
             await restore_tree(root, manifest, os.path.join(path, f"{name}.data"), agent_uid=self.agent_uid,
                                as_agent=self.fs.run, in_thread=asyncio.to_thread)
@@ -319,6 +322,16 @@ def _public(meta: dict[str, Any]) -> dict[str, Any]:
     keys = ("id", "time", "episode", "from_snapshot", "audit_count", "audit_last_hash", "clock", "workspace_bytes",
             "workspace_entries", "tmp_bytes", "tmp_entries", "limit_bytes")
     return {"hash": meta["state"]["hash"], **{k: meta.get(k) for k in keys}}
+
+
+def _write_json(path: str, obj: Any) -> None:
+    with open(path, "w") as fh:
+        json.dump(obj, fh, sort_keys=True)
+
+
+def _read_json(path: str) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
 
 
 def _sha256(path: str) -> str:

@@ -21,8 +21,9 @@ import base64
 import os
 import socket
 import stat
+from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from typing import Any, Awaitable, Callable
+from typing import Any
 
 from .fswalk import Walk
 
