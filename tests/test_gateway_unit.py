@@ -129,3 +129,19 @@ class TestClientConfigs:
         (tmp_path / "k.pem").write_text("not a key")
         with pytest.raises(CoworkError, match="cannot serve HTTPS"):
             cli_gateway.serve(host="127.0.0.1", port=0, certfile=tmp_path / "c.pem", keyfile=tmp_path / "k.pem")
+
+
+class TestDocs:
+    def test_docs_match_the_code(self):
+        """docs/gateway.md quotes limits, names and client keys that could drift."""
+        from pathlib import Path
+
+        text = (Path(__file__).resolve().parent.parent / "docs" / "gateway.md").read_text()
+        assert f"{proxy.MAX_BODY_BYTES // 2**20} MiB" in text
+        assert f"`{tokens.TOKEN_FILE}`" in text
+        assert f"cut to {proxy._LOGGED_CHARS} characters" in text
+        assert f"127.0.0.1:{cli_gateway.DEFAULT_PORT}" in text
+        for key in cli_gateway.client_configs("http://h/sandboxes/x/mcp", "t", "x"):
+            assert f"`{key}`" in text, key
+        for header in ("Accept", "Content-Type", "Mcp-Session-Id", "Mcp-Protocol-Version", "Last-Event-ID"):
+            assert header.lower().encode() in proxy.REQUEST_HEADERS and f"`{header}`" in text

@@ -102,7 +102,7 @@ def describe(info: dict[str, Any]) -> str:
     clients = info["clients"]
 
     def indent(text: str) -> str:
-        return "\n".join("      " + line for line in text.splitlines())
+        return "\n".join(("      " + line).rstrip() for line in text.splitlines())
 
     return "\n".join([
         f"  MCP over HTTP, once `{info['serve']}` runs: {info['url']}",
