@@ -135,3 +135,51 @@ except cowork_tools.ToolError as exc:
         assert 'File "<python>", line 2, in <module>' in out["output"] and "ValueError: boom" in out["output"]
         assert "cowork_tools" not in out["output"]  # the runner's own frame is not shown
         assert json.dumps(out)
+
+
+class TestClientModule:
+    """The module the code imports, on its own: how a tool's schema becomes a function."""
+
+    @pytest.fixture
+    def fresh(self):
+        import importlib.util
+
+        spec = importlib.util.spec_from_file_location("cowork_tools_under_test", f"{progtool.AGENT_LIB}/cowork_tools.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+
+    @pytest.fixture
+    def client(self, fresh, monkeypatch):
+        module, sent = fresh, []
+        monkeypatch.setattr(module, "_send", lambda name, args: sent.append((name, args)) or "ok")
+        return module, sent
+
+    def tool(self, module, props, required):
+        return module._Tool("crm_create_account", {"namespace": "crm", "function": "create_account",
+                                                   "description": "d",
+                                                   "input_schema": {"properties": props, "required": required}})
+
+    def test_an_argument_called_name_is_the_tools_and_defaults_stay_the_servers(self, client):
+        module, sent = client
+        fn = self.tool(module, {"name": {"type": "string"}, "tier": {"type": "string", "default": "silver"}}, ["name"])
+        assert str(fn.__signature__) == "(name: str, *, tier: str = 'silver')"
+        fn("Initech")
+        fn(name="Initrode", tier="gold")
+        assert sent == [("crm_create_account", {"name": "Initech"}),
+                        ("crm_create_account", {"name": "Initrode", "tier": "gold"})]
+        with pytest.raises(TypeError):
+            fn(nmae="typo")
+        assert len(sent) == 2  # a wrong argument is Python's TypeError, nothing sent
+
+    def test_an_argument_python_cannot_name_is_passed_as_given(self, client):
+        module, sent = client
+        fn = self.tool(module, {"from": {"type": "string"}}, ["from"])
+        fn(**{"from": "a@b.c"})
+        assert sent == [("crm_create_account", {"from": "a@b.c"})]
+
+    def test_outside_the_python_tool_there_is_no_channel(self, fresh):
+        with pytest.raises(fresh.ToolError, match="no tool channel"):
+            fresh.call("mail_search", query="x")
+        with pytest.raises(AttributeError, match="not a service this task allows"):
+            fresh.mail  # noqa: B018

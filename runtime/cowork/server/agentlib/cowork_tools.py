@@ -19,6 +19,7 @@ from __future__ import annotations
 import builtins
 import inspect
 import json
+import keyword
 import linecache
 import os
 import socket
@@ -70,7 +71,7 @@ _tools: dict[str, dict[str, Any]] = {}
 _namespaces: dict[str, "_Namespace"] = {}
 
 
-def call(name: str, **args: Any) -> Any:
+def call(name: str, /, **args: Any) -> Any:
     """Call the tool ``name`` (its full name, e.g. ``mail_search``) with keyword arguments.
 
     Returns:
@@ -79,6 +80,10 @@ def call(name: str, **args: Any) -> Any:
     Raises:
         ToolError: the tool failed or was refused (a name this task does not allow included).
     """
+    return _send(name, args)
+
+
+def _send(name: str, args: dict[str, Any]) -> Any:
     if _channel is None:
         raise ToolError("no tool channel: cowork_tools works only in code run by the python tool")
     reply = _channel.request({"op": "call", "tool": name, "args": args})
@@ -105,7 +110,13 @@ class _Tool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         bound = self.__signature__.bind(*args, **kwargs)  # TypeError for a wrong argument, as Python's own
-        return call(self.name, **bound.arguments)  # only what was passed: the tool's defaults apply
+        sent: dict[str, Any] = {}
+        for name, value in bound.arguments.items():  # only what was passed: the tool's defaults apply
+            if self.__signature__.parameters[name].kind is inspect.Parameter.VAR_KEYWORD:
+                sent.update(value)
+            else:
+                sent[name] = value
+        return _send(self.name, sent)
 
     def __repr__(self) -> str:
         return f"<tool {self.__qualname__}{self.__signature__}>"
@@ -146,6 +157,9 @@ def _annotation(schema: dict[str, Any]) -> Any:
 
 def _signature(schema: dict[str, Any]) -> inspect.Signature:
     props = schema.get("properties") or {}
+    if not all(n.isidentifier() and not keyword.iskeyword(n) for n in props):
+        # An argument Python cannot name (``from``): the tool takes keyword arguments as given.
+        return inspect.Signature([inspect.Parameter("args", inspect.Parameter.VAR_KEYWORD)])
     required = set(schema.get("required") or [])
     params = [inspect.Parameter(n, inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=_annotation(p))
               for n, p in props.items() if n in required]
