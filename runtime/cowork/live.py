@@ -44,7 +44,7 @@ def record_up(sb: "Sandbox") -> Path:
     Returns:
         The file written.
     """
-    data = {"format": LIVE_FORMAT, "task": sb.spec.id, "spec": json.loads(sb.spec.model_dump_json()),
+    data = {"format": LIVE_FORMAT, "task": sb.spec.id, "spec": json.loads(spec_json(sb.spec)),
             "spec_path": str(sb.loaded.path.resolve()), "image": sb.image, "initial": sb._initial_hashes()}
     path = Path(sb.run_dir) / LIVE_FILE
     tmp = path.with_suffix(".tmp")
@@ -53,6 +53,15 @@ def record_up(sb: "Sandbox") -> Path:
         json.dump(data, fh)
     os.replace(tmp, path)  # a reader never sees half a record
     return path
+
+
+def spec_json(spec: Any) -> str:
+    """A TaskSpec as JSON that loads back as the same spec: only the fields the spec set.
+
+    A full dump does not load back: every argument matcher then holds all of its fields,
+    and a matcher must set exactly one (measured: 31 of the 36 specs in specs/ fail so).
+    """
+    return spec.model_dump_json(indent=1, exclude_unset=True)
 
 
 def read_record(run_dir: str | Path) -> dict[str, Any] | None:

@@ -71,7 +71,9 @@ def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
     """The bundle ``cowork grade DIR`` regrades offline: evidence, grade.json, spec.json."""
     ev.save(dest)
     (dest / "grade.json").write_text(g.model_dump_json(indent=1))
-    (dest / "spec.json").write_text(spec.model_dump_json(indent=1))
+    from ..live import spec_json
+
+    (dest / "spec.json").write_text(spec_json(spec))
 
 
 async def grade_live(ref: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
@@ -114,25 +116,32 @@ def client_calls(run_dir: Path) -> int:
     return n
 
 
-async def down(ids: list[str], *, evidence: Path | None, yes: bool) -> int:
+def down(ids: list[str], *, evidence: Path | None, yes: bool) -> Any:
     """Remove sandboxes. With ``evidence``: export, grade and save each one first (DIR, or
     DIR/<name> for several). Without: one an MCP client used is confirmed on a terminal
     (unless ``yes``), or removed with a line saying what was not kept.
+
+    Without ``evidence`` this runs to the end here (no event loop: callers inside one, such
+    as a test's ``main(["down", ...])``, keep working); with it, it returns the coroutine
+    for the CLI to run.
 
     Returns:
         0; 1 when a sandbox was kept because the answer was no; 2 when one was kept because
         its evidence could not be graded without a spec.
     """
-    from ..engine.client import in_thread
     from ..live import find_container
 
     # Every id is resolved before anything is removed: a typo in the third removes nothing.
-    containers = [await in_thread(find_container, ref) for ref in ids]
+    containers = [find_container(ref) for ref in ids]
+    if evidence is None:
+        return max(_down_unsaved(c, yes) for c in containers)
+    return _down_all_saved(containers, evidence)
+
+
+async def _down_all_saved(containers: list[Any], evidence: Path) -> int:
     code = exits.OK
     for c in containers:
-        dest = None if evidence is None else (evidence if len(containers) == 1 else evidence / c.name)
-        one = await (_down_saved(c, dest) if dest is not None else _down_unsaved(c, yes))
-        code = max(code, one)
+        code = max(code, await _down_saved(c, evidence if len(containers) == 1 else evidence / c.name))
     return code
 
 
@@ -156,13 +165,12 @@ async def _down_saved(container: Any, dest: Path) -> int:
     return exits.OK
 
 
-async def _down_unsaved(container: Any, yes: bool) -> int:
-    from ..engine.client import in_thread
+def _down_unsaved(container: Any, yes: bool) -> int:
     from ..engine.container import remove_container
     from ..live import run_dir_of
 
     run_dir = run_dir_of(container)
-    n = await in_thread(client_calls, run_dir)
+    n = client_calls(run_dir)
     if n and not yes and sys.stdin.isatty():
         import typer
 
@@ -170,7 +178,7 @@ async def _down_unsaved(container: Any, yes: bool) -> int:
                              "keeping them?", default=False):
             output.say(f"kept {container.name}; keep its evidence with: cowork down {container.id[:12]} --evidence DIR")
             return exits.GATE_FAILED
-    await in_thread(remove_container, container.id, str(run_dir))
+    remove_container(container.id, str(run_dir))
     output.say(f"removed {container.name}" + (f"; its {n} tool call(s) were not kept (use --evidence DIR to keep "
                                               "them)" if n else ""))
     return exits.OK
