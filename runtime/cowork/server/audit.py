@@ -27,8 +27,8 @@ from typing import Any, Callable
 from fastmcp.exceptions import ToolError
 from fastmcp.server.middleware import Middleware
 
-from ..formats import (GENESIS_HASH, WORKSPACE_TOOLS, ArgumentsRefused, audited_arguments, canonical_json,
-                       check_arguments, has_surrogates, replace_surrogates, seal, string_digest)
+from ..formats import (GENESIS_HASH, PYTHON_TOOL, WORKSPACE_TOOLS, ArgumentsRefused, audited_arguments,
+                       canonical_json, check_arguments, has_surrogates, replace_surrogates, seal, string_digest)
 
 log = logging.getLogger(__name__)
 
@@ -398,10 +398,10 @@ async def _denied(context: Any, name: str) -> str | None:
 
 
 def _catalogue() -> frozenset[str]:
-    """Every tool name a task may allow (the workspace tools and every service's)."""
+    """Every tool name a task may allow (the workspace tools, ``python`` and every service's)."""
     from ..services.catalog import SERVICE_TOOLS
 
-    return frozenset(WORKSPACE_TOOLS).union(*SERVICE_TOOLS.values())
+    return frozenset((*WORKSPACE_TOOLS, PYTHON_TOOL)).union(*SERVICE_TOOLS.values())
 
 
 def _any_surrogate(value: Any) -> bool:
