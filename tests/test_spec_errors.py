@@ -336,3 +336,13 @@ class TestSchema:
         load_spec(tmp_path / "t")  # the loader takes it
         errors = list(jsonschema.Draft202012Validator(schema).iter_errors(yaml.safe_load(text)))
         assert not errors, [e.message for e in errors]
+
+
+@pytest.mark.parametrize("folder", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "specs").iterdir()))
+def test_a_full_dump_of_every_spec_loads_back_as_the_same_spec(folder):
+    # spec.json in each evidence bundle is such a dump; `cowork grade DIR` loads it back.
+    from cowork.spec.loader import load_spec
+    from cowork.spec.models import TaskSpec
+
+    spec = load_spec(Path(__file__).resolve().parents[1] / "specs" / folder).spec
+    assert TaskSpec.model_validate_json(spec.model_dump_json()) == spec

@@ -238,7 +238,8 @@ def up(spec: Annotated[str, typer.Argument(help="a task folder or its task.yaml"
 def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or name", metavar="ID...",
                                                   show_default=False)],
          evidence: Annotated[Path | None, typer.Option(help="save each sandbox's evidence (and grade) first: "
-                                                       "DIR, or DIR/<name> for several", metavar="DIR")] = None,
+                                                       "DIR, or DIR/<name> for several (default: not kept)",
+                                                       metavar="DIR")] = None,
          yes: Annotated[bool, typer.Option("--yes", "-y", help="remove a sandbox an MCP client used without "
                                            "asking, its evidence unsaved")] = False) -> int:
     """Stop and remove sandboxes (and revoke their gateway tokens)."""
@@ -263,9 +264,10 @@ def connect(ref: Annotated[str, typer.Argument(help="container id (prefix) or na
 @_body
 def serve(host: Annotated[str, typer.Option(help="address to bind (default: loopback only)")] = "127.0.0.1",
           port: Annotated[int, typer.Option(help="port (0: any free one)")] = 8765,
-          certfile: Annotated[Path | None, typer.Option(help="TLS certificate (PEM); with --keyfile serves HTTPS",
+          certfile: Annotated[Path | None, typer.Option(help="TLS certificate (PEM); with --keyfile serves HTTPS "
+                                                        "(default: plain HTTP)",
                                                         exists=True, dir_okay=False)] = None,
-          keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM)", exists=True,
+          keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM) (default: none)", exists=True,
                                                        dir_okay=False)] = None) -> int:
     """Serve running sandboxes to remote MCP clients over streamable HTTP at
     /sandboxes/<id>/mcp, each behind its own bearer token (`cowork up --http`)."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal, Union
 
-from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema,
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, WithJsonSchema, model_serializer,
                       model_validator)
 
 from .paths import workspace_path
@@ -48,6 +48,13 @@ class Matcher(_Frozen):
         if self.regex is not None:
             check_pattern(self.regex)
         return self
+
+    @model_serializer(mode="wrap")
+    def _only_what_was_set(self, handler: Any) -> Any:
+        # A dump must load back (spec.json in every evidence bundle): with every field
+        # written out, a matcher would set all of them, and a matcher sets exactly one.
+        data = handler(self)
+        return {k: v for k, v in data.items() if k in self.model_fields_set} if isinstance(data, dict) else data
 
 
 def _as_matcher(v: Any) -> Any:
