@@ -157,13 +157,10 @@ async def up(spec: str, as_json: bool, http: bool = False) -> int:
 
 
 def _find(ref: str):
-    from ..engine.reaper import managed_containers
+    """The one cowork container ``ref`` names (id prefix or name); see cowork.live.find_container."""
+    from ..live import find_container
 
-    hits = [c for c in managed_containers() if c.id.startswith(ref) or c.name == ref]
-    if len(hits) != 1:
-        raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see "
-                          "`docker ps --filter label=cowork.managed`")
-    return hits[0]
+    return find_container(ref)
 
 
 # --------------------------------------------------------------------------- maintenance
