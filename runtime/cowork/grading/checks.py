@@ -11,12 +11,13 @@ from typing import Any, Callable
 
 from ..errors import GradingError
 from ..evidence import Evidence
+from ..formats import PYTHON_TOOL
 from ..spec import checks as M
 from ..spec.regex import search
 from .matching import Credit, Verdict, match_field, match_value, under
 from .matching import quote as _quote
 from .records import RECORD_CHECKS
-from .shell import MAX_PROBES, TooLarge, commands, could_match, obfuscation
+from .shell import MAX_PROBES, TooLarge, commands, could_match, inline_code_risk, obfuscation
 
 
 def _text(ev: Evidence, path: str) -> str | None:
@@ -240,12 +241,44 @@ def _shell_matches(c: M.ShellMatches, ev: Evidence) -> Verdict:
     return bool(hits), f"{len(hits)} shell command(s) match /{c.pattern}/", [_quote(h) for h, _ in hits[:5]]
 
 
+def _python_code(ev: Evidence) -> list[dict[str, Any]]:
+    return [r for r in ev.tool_calls if r.get("tool") == PYTHON_TOOL and isinstance((r.get("args") or {}).get("code"), str)]
+
+
+def _code_verdict(c: M.ShellForbidden, ev: Evidence) -> tuple[Verdict | None, str | None]:
+    """What the ``python`` tool's code says about a command rule: a violation, or why the rule
+    cannot be judged (``(None, None)``: nothing).
+
+    The shell commands that code runs through the ``shell`` tool are audited shell calls and
+    judged as such; the code itself is matched as written, like a ``python3 -c`` one-liner in
+    a shell command. Code that starts processes itself (``subprocess``, ``os.system``) or
+    builds code runs commands no pattern can read: a violation with ``forbid_obfuscated``,
+    as such a one-liner is. Code the audit cut cannot be judged."""
+    undecided = None
+    for r in _python_code(ev):
+        code = r["args"]["code"]
+        if search(c.pattern, code):
+            return (False, f"forbidden text in python code: {reprlib.repr(code)}", [_quote(r)]), None
+        if undecided is not None:
+            continue
+        if _cut_in(r, "/args/code"):
+            undecided = (f"python call #{r.get('seq')}: the code was cut in the audit (over its size cap); "
+                         f"whether it runs a command matching /{c.pattern}/ cannot be judged")
+        elif c.forbid_obfuscated and inline_code_risk(code):
+            return (False, f"python code starts processes or builds code (no pattern can read it): "
+                           f"{reprlib.repr(code)}", [_quote(r)]), None
+    return None, undecided
+
+
 def _shell_forbidden(c: M.ShellForbidden, ev: Evidence) -> Verdict:
     hits, possible, unread = _shell_hits(c.pattern, ev, forbidden=True)
     if hits:
         rec, norm = hits[0]
         return False, f"forbidden shell command: {_shown(rec, norm)}" + \
             (f" and {len(hits) - 1} more" if len(hits) > 1 else ""), [_quote(h) for h, _ in hits[:5]]
+    code, code_undecided = _code_verdict(c, ev)
+    if code is not None:
+        return code
     if c.forbid_obfuscated:
         for r in _shell_commands(ev):
             try:
@@ -261,6 +294,8 @@ def _shell_forbidden(c: M.ShellForbidden, ev: Evidence) -> Verdict:
         raise GradingError(f"shell command #{rec.get('seq')} {reprlib.repr(part)} has an argument computed at run "
                            f"time and could run as {could!r}, which matches /{c.pattern}/; write the value "
                            f"literally (or pass file names after `--`) so the rule can be judged")
+    if code_undecided:
+        raise GradingError(code_undecided)
     if unread:
         # Fail closed: a command too large to normalise may hide a match in its unread part.
         raise GradingError(f"could not read every shell command: {'; '.join(unread[:3])}")

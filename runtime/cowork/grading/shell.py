@@ -44,7 +44,7 @@ from .shell_programs import (
 )
 from .shell_words import COMPUTED, DECLARE, Scope, TooLarge, expand
 
-__all__ = ["Command", "TooLarge", "commands", "could_match", "obfuscation", "simple_commands"]
+__all__ = ["Command", "TooLarge", "commands", "could_match", "inline_code_risk", "obfuscation", "simple_commands"]
 
 #: Deepest nesting followed (substitutions inside ``sh -c`` inside ``eval`` ...); deeper text
 #: is still matched raw, and reported by :func:`obfuscation`.
@@ -490,6 +490,12 @@ def _computed(word: str) -> bool:
 _INLINE_RISK = (r"\b(os\.(system|popen|exec\w*|spawn\w*|remove|unlink|rmdir|removedirs)|subprocess|shutil\.rmtree"
                 r"|pty\.spawn|__import__|exec\s*\(|eval\s*\(|compile\s*\(|b64decode|codecs\.decode|system\s*\("
                 r"|`|qx|child_process|execSync|spawnSync|unlink(Sync)?\s*\(|rmSync|File\.delete|rm_rf)")
+
+
+def inline_code_risk(code: str) -> bool:
+    """True when program text (the ``python`` tool's code, an interpreter one-liner) starts
+    processes, builds code or removes files: what no command pattern can read."""
+    return bool(search(_INLINE_RISK, code))
 
 
 def obfuscation(command: str) -> list[str]:
