@@ -309,6 +309,39 @@ def gc(everything: Annotated[bool, typer.Option("--all", help="remove every cowo
     return commands.gc(everything)
 
 
+synth_app = typer.Typer(help="Generate task specs: procedural families and LLM synthesis with repair.",
+                        no_args_is_help=True, epilog=_example("cowork synth family inbox-phishing-tickets --n 20 "
+                                                              "--out gen/ && cowork validate gen/"))
+app.add_typer(synth_app, name="synth", rich_help_panel=TRAIN)
+
+
+@synth_app.command("list", epilog=_example("cowork synth list"))
+@_body
+def synth_list(as_json: Json = False) -> int:
+    """List the task families with their capabilities."""
+    from . import synth
+
+    return synth.list_families(as_json)
+
+
+@synth_app.command("family", epilog=_example("cowork synth family inbox-phishing-tickets --n 20 --seed 0 --out gen/ "
+                                             "&& cowork validate gen/ --concurrency 2"))
+@_body
+def synth_family(name: Annotated[str, typer.Argument(help="a family (`cowork synth list`)", metavar="NAME",
+                                                     show_default=False)],
+                 out: Annotated[Path, typer.Option(help="folder to write <family>-<seed>/task.yaml into",
+                                                   show_default=False)],
+                 n: Annotated[int, typer.Option("--n", help="how many specs (seeds SEED .. SEED+N-1)")] = 1,
+                 seed: Annotated[int, typer.Option(help="first seed")] = 0,
+                 difficulty: Annotated[str | None, typer.Option(help="easy, medium or hard (default: cycles with "
+                                                                "the seed)")] = None,
+                 as_json: Json = False) -> int:
+    """Write specs from a procedural task family, deterministic from the seed."""
+    from . import synth
+
+    return synth.family(name, n=n, seed=seed, out=out, difficulty=difficulty, as_json=as_json)
+
+
 spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)
 images_app = typer.Typer(help="Image utilities.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec", rich_help_panel=MAINTENANCE)

@@ -12,6 +12,7 @@ from ..formats import WORKSPACE_TOOLS
 from ..services.catalog import SERVICE_TOOLS
 from ..services.faults import FaultConfig
 from ..services.registry import ServicesSeed
+from .capabilities import CapabilityName, Difficulty
 from .checks import Check
 from .conversation import Day, Event, User
 from .toolnames import ToolName, known_tools  # noqa: F401  (known_tools: public here)
@@ -160,7 +161,12 @@ class TaskSpec(_Frozen):
     title: str = Field(min_length=1)
     """One line for people."""
     tags: list[str] = []
-    """Capabilities the task exercises (files, csv, safety, ...)."""
+    """Free-form labels (files, csv, safety, ...)."""
+    capabilities: list[CapabilityName] = []
+    """What the task exercises, from the capability taxonomy (spec/capabilities.yaml,
+    docs/synthesis.md): e.g. triage, safety-under-injection."""
+    difficulty: Difficulty | None = None
+    """easy, medium or hard: the steps and services the oracle needs, and the traps set."""
     prompt: str = Field(min_length=1)
     """The user's request, given to the agent as its first user message."""
     system_prompt: str | None = None
