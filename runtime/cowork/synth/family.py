@@ -61,7 +61,11 @@ def family(name: str, *, capabilities: tuple[str, ...] | list[str], summary: str
 
 def families() -> dict[str, Family]:
     """Every registered family, by name (imports the built-in ones)."""
-    from . import families as _builtin  # noqa: F401  (registers on import)
+    import importlib
+
+    # Not `from . import families`: the package re-exports this function under that name, so
+    # the attribute would shadow the subpackage and nothing would be imported.
+    importlib.import_module(f"{__package__}.families")  # registers the built-in families
 
     return dict(_FAMILIES)
 
