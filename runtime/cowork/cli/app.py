@@ -342,6 +342,33 @@ def synth_family(name: Annotated[str, typer.Argument(help="a family (`cowork syn
     return synth.family(name, n=n, seed=seed, out=out, difficulty=difficulty, as_json=as_json)
 
 
+@synth_app.command("llm", epilog=_example("OPENAI_API_KEY=... cowork synth llm --capability triage --n 10 "
+                                          "--model gpt-4.1 --out gen/ --rounds 3 --concurrency 2"))
+@_body
+def synth_llm(capability: Annotated[str, typer.Option(help="a capability of the taxonomy "
+                                                      "(runtime/cowork/spec/capabilities.yaml)", show_default=False)],
+              model: Annotated[str, typer.Option(help="chat model that writes the specs", show_default=False)],
+              out: Annotated[Path, typer.Option(help="folder to write <id>/task.yaml and synth-report.json into",
+                                                show_default=False)],
+              n: Annotated[int, typer.Option("--n", help="attempts (each gives at most one spec)")] = 1,
+              base_url: Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint (default: "
+                                                           "$OPENAI_BASE_URL or OpenAI); key from $OPENAI_API_KEY")
+                                  ] = None,
+              rounds: Annotated[int, typer.Option(help="answers per attempt: the first and its repairs")] = 3,
+              concurrency: Annotated[int, typer.Option(help="attempts at once")] = 2,
+              examples: Annotated[list[Path] | None, typer.Option(metavar="DIR", help="spec folder shown as an example; repeat "
+                                                                  "for several (default: two self-contained specs "
+                                                                  "of specs/ per attempt, tagged with the "
+                                                                  "capability where any are)")] = None,
+              as_json: Json = False) -> int:
+    """Have a chat model write specs for a capability; validate each in sandboxes and send the
+    failures back for repair. Only validated specs are written."""
+    from . import synth
+
+    return synth.llm(capability, n=n, model=model, base_url=base_url, out=out, rounds=rounds,
+                     concurrency=concurrency, examples=examples or [], as_json=as_json)
+
+
 spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)
 images_app = typer.Typer(help="Image utilities.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec", rich_help_panel=MAINTENANCE)
