@@ -1,0 +1,294 @@
+"""Quality gates for a batch of generated specs: near-duplicates, a difficulty signal,
+diversity counts, and the trivial-run refusal (see :mod:`cowork.synth.trivial`).
+
+``cowork validate`` proves one spec gradable; these gates judge a batch: two specs that are
+the same task with a name changed teach nothing twice, a "hard" spec that is one tool call
+is mislabelled, and a spec that a do-everything agent passes (or cannot fail on safety)
+rewards the wrong thing. The static gates need no sandbox and are linear-ish in the batch
+size (MinHash signatures bucketed by LSH bands), so 2,000 specs take seconds.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import zlib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+import numpy as np
+
+from ..spec.loader import LoadedSpec
+
+#: MinHash size and LSH banding: 32 bands of 4 rows put a pair of Jaccard 0.5 in a shared
+#: bucket with probability 0.87 and one of 0.7 with probability 0.9999, so any threshold
+#: from 0.5 up is found; each candidate is then confirmed on the exact sets.
+PERMUTATIONS = 128
+BANDS, ROWS = 32, 4
+_PRIME = (1 << 31) - 1
+# Fixed coefficients (not per-process random): the same batch gives the same candidates anywhere.
+_COEF = np.random.default_rng(20260302).integers(1, _PRIME, size=(2, PERMUTATIONS), dtype=np.uint64)
+
+#: Default similarity (Jaccard of shingles) at and above which two specs are near-duplicates:
+#: both the request text and the seed records must reach it.
+DUPLICATE_THRESHOLD = 0.8
+
+_WORD = re.compile(r"[a-z0-9]+(?:[.@'-][a-z0-9]+)*")
+
+
+# --------------------------------------------------------------------------- shingles
+def _words(text: str) -> list[str]:
+    return _WORD.findall(text.lower())
+
+
+def shingles(text: str, k: int) -> set[str]:
+    """The set of ``k``-word shingles of ``text`` (lower-cased, punctuation dropped); a text
+    shorter than ``k`` words is one shingle."""
+    words = _words(text)
+    if len(words) <= k:
+        return {" ".join(words)} if words else set()
+    return {" ".join(words[i:i + k]) for i in range(len(words) - k + 1)}
+
+
+def prompt_text(spec: Any) -> str:
+    """What the user asks: the prompt and any scripted follow-up turns."""
+    parts = [spec.prompt or ""]
+    user = getattr(spec, "user", None)
+    for turn in (getattr(user, "turns", None) or []):
+        parts.append(turn.say)
+    return "\n".join(parts)
+
+
+def seed_text(loaded: LoadedSpec) -> str:
+    """The world the task starts in: canonical JSON of the services seed, then every initial
+    workspace file (path and text), so key order and file order never matter."""
+    services = loaded.spec.services.model_dump(mode="json", exclude_none=True) if loaded.spec.services else {}
+    parts = [json.dumps(services, sort_keys=True, ensure_ascii=False)]
+    try:
+        files = loaded.workspace_files()
+    except Exception:  # noqa: BLE001 - an unreadable source file is validate's finding, not ours
+        files = []
+    for path, content, *_ in files:
+        parts.append(f"{path}\n{content[:200_000].decode('utf-8', 'replace')}")
+    return "\n".join(parts)
+
+
+def _signature(items: set[str]) -> np.ndarray:
+    """MinHash signature of a shingle set (all-max for the empty set)."""
+    if not items:
+        return np.full(PERMUTATIONS, _PRIME, dtype=np.uint64)
+    x = np.fromiter((zlib.crc32(s.encode()) for s in items), dtype=np.uint64, count=len(items)) % _PRIME
+    return ((_COEF[0][:, None] * x[None, :] + _COEF[1][:, None]) % _PRIME).min(axis=1)
+
+
+def jaccard(a: set[str], b: set[str]) -> float:
+    """Jaccard similarity; two empty sets are identical."""
+    if not a and not b:
+        return 1.0
+    return len(a & b) / len(a | b)
+
+
+# --------------------------------------------------------------------------- near-duplicates
+@dataclass
+class DuplicatePair:
+    """Two specs of a batch that are near-duplicates."""
+
+    first: str
+    second: str
+    prompt_similarity: float
+    seed_similarity: float
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"first": self.first, "second": self.second, "prompt_similarity": round(self.prompt_similarity, 3),
+                "seed_similarity": round(self.seed_similarity, 3)}
+
+
+@dataclass
+class _Item:
+    key: str
+    prompt: set[str]
+    seed: set[str]
+
+
+def near_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_THRESHOLD) -> list[DuplicatePair]:
+    """Pairs of specs whose request (3-word shingles of the normalised prompt and user turns)
+    and seed records (5-word shingles of the canonical seed JSON and workspace files) are both
+    at least ``threshold`` similar (Jaccard), most similar first.
+
+    Candidates come from LSH buckets of the MinHash signature of the seed shingles, so the
+    cost grows with the batch, not with its square; each candidate is confirmed exactly.
+    """
+    items = [_Item(f"{ls.spec.id} ({ls.path})", shingles(prompt_text(ls.spec), 3), shingles(seed_text(ls), 5))
+             for ls in specs]
+    return near_duplicate_items(items, threshold)
+
+
+def near_duplicate_items(items: list[_Item], threshold: float) -> list[DuplicatePair]:
+    """:func:`near_duplicates` over prepared shingle sets."""
+    if len(items) < 2:
+        return []
+    seeds = np.stack([_signature(i.seed) for i in items])
+    prompts = np.stack([_signature(i.prompt) for i in items])
+    buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
+    for n, sig in enumerate(seeds):
+        for band in range(BANDS):
+            buckets[(band, sig[band * ROWS:(band + 1) * ROWS].tobytes())].append(n)
+    candidates: set[tuple[int, int]] = set()
+    for members in buckets.values():
+        if len(members) > 1:
+            candidates.update(combinations(members, 2))
+    # The signature estimate (standard error about 0.045 at 128 permutations) drops the clear
+    # misses before the exact sets are compared; the margin keeps true pairs.
+    margin = 0.15
+    pairs = []
+    for a, b in sorted(candidates):
+        if (seeds[a] == seeds[b]).mean() < threshold - margin or (prompts[a] == prompts[b]).mean() < threshold - margin:
+            continue
+        ps, ss = jaccard(items[a].prompt, items[b].prompt), jaccard(items[a].seed, items[b].seed)
+        if ps >= threshold and ss >= threshold:
+            pairs.append(DuplicatePair(items[a].key, items[b].key, ps, ss))
+    pairs.sort(key=lambda p: (-min(p.prompt_similarity, p.seed_similarity), p.first, p.second))
+    return pairs
+
+
+# --------------------------------------------------------------------------- difficulty
+LEVELS = ("easy", "medium", "hard")
+
+
+@dataclass
+class DifficultySignal:
+    """How much work a spec asks for, measured from the spec itself (and, when known, from
+    what a no-op agent already earns)."""
+
+    task: str
+    declared: str | None
+    oracle_steps: int
+    services: int
+    distinct_tools: int
+    checks: int
+    safety_rules: int
+    turns: int
+    nop_completion: float | None = None
+    score: float = 0.0
+    predicted: str = "easy"
+
+    @property
+    def mismatch(self) -> bool:
+        """Declared and predicted levels two apart (easy vs hard): a spec labelled one level
+        off is within the signal's noise, two is a wrong label."""
+        return self.declared in LEVELS and abs(LEVELS.index(self.declared) - LEVELS.index(self.predicted)) >= 2
+
+    def as_dict(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items()} | {"mismatch": self.mismatch}
+
+
+#: Score bounds of the predicted levels, set on the 36 hand-written specs in specs/: their
+#: easy ones score 8-15, medium 10-30 (most 17-23), hard 26-46; with these bounds none is
+#: two levels off its label.
+EASY_BELOW, HARD_FROM = 16.0, 26.0
+
+
+def difficulty(loaded: LoadedSpec, nop_completion: float | None = None) -> DifficultySignal:
+    """The difficulty signal of one spec.
+
+    The score adds the oracle's tool calls, two per service the task touches beyond the
+    first, one per distinct tool, check and safety rule, and two per scripted user turn or
+    later day; what the no-op agent already earns takes its share of the work away.
+    """
+    spec = loaded.spec
+    calls = [s for s in spec.oracle if s.tool is not None]
+    tools = {s.tool for s in calls}
+    services = set(spec.services.model_dump(exclude_none=True)) if spec.services else set()
+    services |= {t.split("_", 1)[0] for t in tools if "_" in t and t.split("_", 1)[0] in _service_names()}
+    if any(t in _WORKSPACE_TOOLS for t in tools) or (spec.workspace and spec.workspace.files):
+        services.add("workspace")
+    turns = 1 + (len(spec.user.turns) if spec.user else 0) + len(spec.days or [])
+    sig = DifficultySignal(task=spec.id, declared=spec.difficulty, oracle_steps=len(calls), services=len(services),
+                           distinct_tools=len(tools), checks=len(spec.checks), safety_rules=len(spec.safety),
+                           turns=turns, nop_completion=nop_completion)
+    # Checks and rules are capped: sixty file_exists checks of one move-everything task are
+    # one kind of work, not sixty.
+    score = len(calls) + 2 * max(len(services) - 1, 0) + len(tools) + min(len(spec.checks), 10) \
+        + min(len(spec.safety), 6) + 2 * (turns - 1)
+    if nop_completion:
+        score *= 1 - min(nop_completion, 1.0) / 2
+    sig.score = round(float(score), 2)
+    sig.predicted = "easy" if score < EASY_BELOW else "hard" if score >= HARD_FROM else "medium"
+    return sig
+
+
+_WORKSPACE_TOOLS = {"shell", "read_file", "write_file", "edit_file", "list_files", "python"}
+
+
+def _service_names() -> set[str]:
+    from ..services.catalog import SERVICE_TOOLS
+
+    return set(SERVICE_TOOLS)
+
+
+def family_of(loaded: LoadedSpec) -> str:
+    """The family a generated spec came from (its ``family:NAME`` tag), else ``hand-written``."""
+    for tag in loaded.spec.tags:
+        if tag.startswith("family:"):
+            return tag.split(":", 1)[1]
+    return "hand-written"
+
+
+def level_order_problems(signals: list[tuple[str, DifficultySignal]]) -> list[str]:
+    """Families whose declared levels do not grow with the signal: the median score of
+    their easy specs must not exceed that of their medium ones, nor medium's exceed hard's."""
+    by_family: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for fam, sig in signals:
+        if sig.declared in LEVELS:
+            by_family[fam][sig.declared].append(sig.score)
+    problems = []
+    for fam, levels in sorted(by_family.items()):
+        medians = {lv: float(np.median(v)) for lv, v in levels.items()}
+        present = [lv for lv in LEVELS if lv in medians]
+        for lo, hi in zip(present, present[1:]):
+            if medians[lo] > medians[hi]:
+                problems.append(f"{fam}: {lo} specs score higher than {hi} ones "
+                                f"(median {medians[lo]:g} > {medians[hi]:g})")
+    return problems
+
+
+# --------------------------------------------------------------------------- diversity
+@dataclass
+class Diversity:
+    """How a batch spreads over capabilities, services, families and levels."""
+
+    specs: int = 0
+    capabilities: Counter = field(default_factory=Counter)
+    services: Counter = field(default_factory=Counter)
+    families: Counter = field(default_factory=Counter)
+    difficulties: Counter = field(default_factory=Counter)
+    missing_capabilities: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"specs": self.specs, "capabilities": dict(sorted(self.capabilities.items())),
+                "services": dict(sorted(self.services.items())), "families": dict(sorted(self.families.items())),
+                "difficulties": dict(sorted(self.difficulties.items())),
+                "missing_capabilities": self.missing_capabilities}
+
+
+def diversity(specs: list[LoadedSpec]) -> Diversity:
+    """Counts per capability, service (seeded or called by the oracle), family and declared
+    difficulty; and the taxonomy's capabilities no spec of the batch exercises."""
+    from ..spec.capabilities import capabilities
+
+    d = Diversity(specs=len(specs))
+    for ls in specs:
+        spec = ls.spec
+        d.capabilities.update(spec.capabilities)
+        services = set(spec.services.model_dump(exclude_none=True)) if spec.services else set()
+        services |= {s.tool.split("_", 1)[0] for s in spec.oracle if s.tool and s.tool.split("_", 1)[0]
+                     in _service_names()}
+        if any(s.tool in _WORKSPACE_TOOLS for s in spec.oracle) or (spec.workspace and spec.workspace.files):
+            services.add("workspace")
+        d.services.update(services)
+        d.families[family_of(ls)] += 1
+        d.difficulties[spec.difficulty or "unset"] += 1
+    d.missing_capabilities = [c for c in capabilities() if c not in d.capabilities]
+    return d
