@@ -170,8 +170,8 @@ def self_contained(path: Path) -> bool:
 
 
 def example_pool(capability: str) -> list[Path]:
-    """Self-contained specs of ``specs/`` short enough to show, tagged with ``capability`` when
-    any are (else all), smallest first."""
+    """Self-contained specs of ``specs/`` short enough to show: those tagged with ``capability``
+    first, then the others, each group smallest first."""
     from .. import settings
 
     root = settings.get().home / "specs"
@@ -181,8 +181,7 @@ def example_pool(capability: str) -> list[Path]:
         if self_contained(d) and len(text) <= EXAMPLE_LIMIT:
             caps = (yaml.safe_load(text) or {}).get("capabilities") or []
             found.append((capability not in caps, len(text), d))
-    tagged = [f for f in found if not f[0]]
-    return [d for _, _, d in sorted(tagged or found)]
+    return [d for _, _, d in sorted(found)]
 
 
 def request(capability: str, examples: list[Path]) -> str:
