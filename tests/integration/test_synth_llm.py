@@ -26,7 +26,7 @@ NEW_ID = "kb-recordings-retention-synth"
 
 
 def _good() -> dict:
-    spec = {**BASE, "id": NEW_ID, "difficulty": "easy"}
+    spec = {**{k: v for k, v in BASE.items() if k != "capabilities"}, "id": NEW_ID, "difficulty": "easy"}
     spec["prompt"] = BASE["prompt"].replace("A customer in Munich", "A customer in Hamburg")
     spec["oracle"] = [dict(s) for s in BASE["oracle"]]
     spec["oracle"][-1] = {"reply": BASE["oracle"][-1]["reply"].replace("Munich", "Hamburg")}
@@ -159,3 +159,14 @@ async def test_an_endpoint_that_fails_ends_the_attempt_as_endpoint(tmp_path):
         server.close()
     (attempt,) = report.attempts
     assert attempt.failures == ["endpoint"] and attempt.rounds == 0 and "HTTP 400" in attempt.last_error
+
+
+async def test_a_colliding_id_of_64_characters_is_suffixed_within_the_limit(tmp_path):
+    from cowork.synth.llm import Synthesizer
+
+    long_id = "a" * 64
+    text = yaml.safe_dump({**_good(), "id": long_id}, sort_keys=False, width=100)
+    synth = Synthesizer(SynthOptions(capability="triage", n=1, model="m", out=tmp_path, examples=[EXAMPLE]))
+    assert (await synth.write(text, long_id))[0] == long_id
+    new_id, path = await synth.write(text, long_id)
+    assert new_id == "a" * 62 + "-2" and load_spec(path).spec.id == new_id

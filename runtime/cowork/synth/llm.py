@@ -127,8 +127,8 @@ class SynthReport:
                 "specs": [asdict(a) for a in self.attempts]}
 
     def summary(self) -> str:
-        lines = [f"{len(self.accepted)} of {len(self.attempts)} attempt(s) gave a validated spec "
-                 f"({self.capability}, {self.model}) in {self.seconds:.0f}s: {self.per_minute():.2f} validated/min"]
+        lines = [(f"{len(self.accepted)} of {len(self.attempts)} attempt(s) gave a validated spec "
+                  f"({self.capability}, {self.model}) in {self.seconds:.0f}s: {self.per_minute():.2f} validated/min")]
         for a in self.attempts:
             if a.accepted:
                 lines.append(f"  ok   {a.spec_id} after {a.rounds} round(s) -> {a.path}")
@@ -190,9 +190,9 @@ def request(capability: str, examples: list[Path]) -> str:
 
     cap = capabilities()[capability]
     parts = [f"Write one new task spec exercising the capability {cap.name!r}: {cap.exercises}",
-             f"Services it typically seeds: {', '.join(cap.services)}. Tools such tasks need: "
-             f"{', '.join(cap.tools)}. Check types that prove it: {', '.join(cap.checks)}. "
-             f"Traps that fit it: {'; '.join(cap.traps)}.",
+             (f"Services it typically seeds: {', '.join(cap.services)}. Tools such tasks need: "
+              f"{', '.join(cap.tools)}. Check types that prove it: {', '.join(cap.checks)}. "
+              f"Traps that fit it: {'; '.join(cap.traps)}."),
              f"Set `capabilities: [{cap.name}]` (others may follow) and a difficulty.",
              "Tool catalogue (the spec's `tools:` allow-list names these):\n" + _catalogue(),
              "JSON Schema of task.yaml:\n" + _compact_schema()]
@@ -217,10 +217,10 @@ class Rejected(Exception):
 def extract_yaml(text: str) -> str:
     """The YAML of an answer: its (last complete) ```yaml fence, else any fence, else the text;
     an opened fence never closed (a truncated answer) gives what follows it."""
-    fences = re.findall(r"```(?:ya?ml)?[ \t]*\n(.*?)```", text, flags=re.S | re.I)
+    fences = re.findall(r"```(?:ya?ml)?[ \t]*\n(.*?)```", text, flags=re.DOTALL | re.IGNORECASE)
     if fences:
         return max(fences, key=len)
-    opened = re.search(r"```(?:ya?ml)?[ \t]*\n", text, flags=re.I)
+    opened = re.search(r"```(?:ya?ml)?[ \t]*\n", text, flags=re.IGNORECASE)
     return text[opened.end():] if opened else text
 
 
@@ -311,7 +311,7 @@ def _feedback(report: Any, folder: Path) -> str:
             lines.append(f"FAIL {f.step}: {f.detail}")
             if f.hint:
                 lines.append(f"  fix {f.field or ''}: {f.hint}".replace("fix : ", "fix: "))
-    text = "\n".join(lines).replace(str(folder) + os.sep, "")
+    text = "\n".join(lines).replace(str(folder) + os.sep, "").replace(folder.name + os.sep, "")
     return ("Validation of your spec failed:\n" + text
             + "\nSend the corrected complete task.yaml in one ```yaml fence (the whole file, not a diff).")
 
@@ -423,7 +423,7 @@ class Synthesizer:
             new_id, n = spec_id, 1
             while (self.opts.out / new_id).exists():
                 n += 1
-                new_id = f"{spec_id}-{n}"
+                new_id = f"{spec_id[:63 - len(str(n))]}-{n}"  # ids are at most 64 characters
             if new_id != spec_id:
                 text = with_id(text, new_id)
             folder = self.opts.out / new_id
