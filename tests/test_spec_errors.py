@@ -346,3 +346,18 @@ def test_a_full_dump_of_every_spec_loads_back_as_the_same_spec(folder):
 
     spec = load_spec(Path(__file__).resolve().parents[1] / "specs" / folder).spec
     assert TaskSpec.model_validate_json(spec.model_dump_json()) == spec
+
+
+@pytest.mark.parametrize("folder", ["../../etc", "/etc", "workspace/../.."])
+def test_a_workspace_folder_outside_the_task_folder_is_refused(tmp_path, folder):
+    # An untrusted spec (a download, a model's answer) must not copy host files into its image.
+    from cowork.spec.loader import load_spec
+
+    task = tmp_path / "a" / "b" / "task"
+    (task / "workspace").mkdir(parents=True)
+    (task / "task.yaml").write_text(
+        f"id: t\ntitle: t\nprompt: p\nworkspace: {{dir: '{folder}'}}\n"
+        "checks: [{type: file_exists, path: x}]\noracle: [{tool: list_files, args: {}}]\n")
+    with pytest.raises(SpecError) as err:
+        load_spec(task)
+    assert "outside the task folder" in str(err.value) and "task.yaml:4" in str(err.value)

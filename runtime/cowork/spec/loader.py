@@ -36,6 +36,8 @@ class LoadedSpec:
         ws = self.spec.workspace
         if ws.dir:
             base = self.root / ws.dir
+            if not base.resolve().is_relative_to(self.root.resolve()):  # refused by load_spec too
+                raise SpecError(f"{self.path}: workspace.dir {ws.dir!r} is outside the task folder")
             if base.is_dir():
                 for p in sorted(base.rglob("*")):
                     if p.is_file():
@@ -316,7 +318,12 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
     ws = spec.workspace
     base = root / ws.dir if ws.dir else None
     dir_set = "dir" in ws.model_fields_set
-    if dir_set and base is not None and not base.is_dir():
+    if base is not None and not base.resolve().is_relative_to(root.resolve()):
+        # A spec from elsewhere (a download, a model's answer) must not copy host files
+        # (`dir: ../../etc`) into its image.
+        problems.append(f"{shown}:{where(('workspace', 'dir'))}: workspace.dir: {ws.dir!r} is outside the task folder")
+        base = None
+    elif dir_set and base is not None and not base.is_dir():
         problems.append(f"{shown}:{where(('workspace', 'dir'))}: workspace.dir: folder {ws.dir!r} not found beside {SPEC_FILE}")
     for i, f in enumerate(ws.files):
         loc = ("workspace", "files", i)
