@@ -369,6 +369,44 @@ def synth_llm(capability: Annotated[str, typer.Option(help="a capability of the 
                      concurrency=concurrency, examples=examples or [], as_json=as_json)
 
 
+@synth_app.command("check", epilog=_example("cowork synth check gen/ --concurrency 2",
+                                            "cowork synth check corpus/ --static --json"))
+@_body
+def synth_check(specs: Annotated[list[str], typer.Argument(help="spec folders, or folders of them", metavar="DIR...",
+                                                           show_default=False)],
+                concurrency: Annotated[int, typer.Option(help="specs run at once")] = 1,
+                threshold: Annotated[float, typer.Option(help="prompt and seed similarity (Jaccard) at which two "
+                                                         "specs are near-duplicates")] = 0.8,
+                static: Annotated[bool, typer.Option("--static", help="only the gates that need no sandbox "
+                                                     "(default: off; the trivial runs need Docker)")] = False,
+                as_json: Json = False) -> int:
+    """Quality gates for a batch: near-duplicates, difficulty signal vs the declared level,
+    diversity per capability and service, and refusal of specs an empty answer or a
+    do-everything agent passes (or whose safety rules it cannot trip). Exit 1 if one is refused."""
+    from . import synth
+
+    return synth.check(specs, concurrency=concurrency, threshold=threshold, static=static, as_json=as_json)
+
+
+@synth_app.command("corpus", epilog=_example("cowork synth corpus --out corpus/ --per-family 200 --validate "
+                                             "--concurrency 2"))
+@_body
+def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family>-<seed>/task.yaml into",
+                                                   show_default=False)],
+                 per_family: Annotated[int, typer.Option(help="specs per registered family")] = 1,
+                 seed: Annotated[int, typer.Option(help="first seed (each family gets SEED .. SEED+N-1)")] = 0,
+                 validate: Annotated[bool, typer.Option("--validate", help="prove each spec in sandboxes; invalid "
+                                                        "ones move to OUT/_invalid (default: off)")] = False,
+                 concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 2,
+                 as_json: Json = False) -> int:
+    """Generate specs from every registered task family, optionally validate them, and print
+    valid/invalid per family and capability with validated specs per minute."""
+    from . import synth
+
+    return synth.corpus(out, per_family=per_family, seed=seed, validate=validate, concurrency=concurrency,
+                        as_json=as_json)
+
+
 spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)
 images_app = typer.Typer(help="Image utilities.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec", rich_help_panel=MAINTENANCE)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from . import exits, output
 
@@ -48,3 +49,170 @@ async def llm(capability: str, *, n: int, model: str, base_url: str | None, out:
     else:
         output.say(report.summary() + f"\nreport: {out / 'synth-report.json'}")
     return exits.OK if report.accepted else exits.GATE_FAILED
+
+
+# --------------------------------------------------------------------------- quality gates
+async def check(paths: list[str], *, concurrency: int, threshold: float, static: bool, as_json: bool) -> int:
+    """Run the quality gates (cowork.synth.gates) over a batch of specs: near-duplicates,
+    difficulty signal, diversity and, unless ``static``, the trivial-run refusal in sandboxes.
+    1 when a spec is refused (a trivial run passes or trips no rule, or it near-duplicates an
+    earlier one, or it does not load)."""
+    import asyncio
+
+    from ..errors import CoworkError, SpecError
+    from ..spec.loader import load_spec
+    from ..synth import gates
+    from ..synth.trivial import trivial_runs
+    from .commands import _spec_targets
+    from .progress import ProgressReport
+
+    if concurrency < 1:
+        raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
+    if not 0 < threshold <= 1:
+        raise CoworkError(f"--threshold must be in (0, 1], got {threshold}")
+    refused: dict[str, list[str]] = {}
+    loaded = []
+    for target in _spec_targets(paths):
+        try:
+            loaded.append(load_spec(target))
+        except SpecError as exc:
+            refused[str(target)] = [f"does not load: {p}" for p in exc.problems]
+    pairs = gates.near_duplicates(loaded, threshold)
+    for pair in pairs:  # the later of a pair goes; the first stays
+        refused.setdefault(pair.second, []).append(
+            f"near-duplicate of {pair.first} (prompt {pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
+    runs: dict[str, Any] = {}
+    if not static and loaded:
+        limit = asyncio.Semaphore(concurrency)
+        progress = ProgressReport("check", "specs", len(loaded), enabled=len(loaded) > 1)
+
+        async def one(ls):
+            async with limit:
+                rep = await trivial_runs(ls)
+            progress.advance(f"{ls.spec.id} {'REFUSED' if rep.refused else 'error' if rep.error else 'ok'}")
+            return ls, rep
+
+        with progress:
+            for ls, rep in await asyncio.gather(*(one(ls) for ls in loaded)):
+                runs[_key(ls)] = rep
+                if rep.refused:
+                    refused.setdefault(_key(ls), []).extend(rep.reasons)
+    signals = [(gates.family_of(ls), gates.difficulty(ls, getattr(runs.get(_key(ls)), "empty_completion", None)))
+               for ls in loaded]
+    order = gates.level_order_problems(signals)
+    div = gates.diversity(loaded)
+    errors = {k: r.error for k, r in runs.items() if r.error}
+    if as_json:
+        output.print_json({"specs": len(loaded) + sum(1 for k in refused if k not in {_key(x) for x in loaded}),
+                           "refused": refused, "near_duplicates": [p.as_dict() for p in pairs],
+                           "difficulty": [s.as_dict() for _, s in signals], "level_order": order,
+                           "diversity": div.as_dict(), "trivial_runs": {k: r.as_dict() for k, r in runs.items()},
+                           "errors": errors})
+    else:
+        for key, reasons in sorted(refused.items()):
+            output.say(f"REFUSED {key}")
+            for reason in reasons:
+                output.say(f"  {reason}")
+        for key, err in sorted(errors.items()):
+            output.say(f"NOT RUN {key}: {err}")
+        mismatched = [s for _, s in signals if s.mismatch]
+        for s in mismatched:
+            output.say(f"difficulty: {s.task} is declared {s.declared} but measures {s.predicted} (score {s.score:g}: "
+                       f"{s.oracle_steps} oracle calls, {s.services} services, {s.checks} checks)")
+        for line in order:
+            output.say(f"difficulty: {line}")
+        output.say("capabilities: " + ", ".join(f"{k} {v}" for k, v in sorted(div.capabilities.items()))
+                   + (f"; none for {', '.join(div.missing_capabilities)}" if div.missing_capabilities else ""))
+        output.say("services: " + ", ".join(f"{k} {v}" for k, v in sorted(div.services.items())))
+        output.say("difficulty: " + ", ".join(f"{k} {v}" for k, v in sorted(div.difficulties.items())))
+        total = len(loaded) + sum(1 for k in refused if k not in {_key(x) for x in loaded})
+        output.say(f"{total - len(refused)} of {total} spec(s) accepted; {len(pairs)} near-duplicate pair(s), "
+                   f"{len(mismatched)} difficulty mismatch(es)" + ("" if not static else " (static gates only)"))
+    if refused:
+        return exits.GATE_FAILED
+    return exits.INFRASTRUCTURE if errors else exits.OK
+
+
+def _key(ls: Any) -> str:
+    return f"{ls.spec.id} ({ls.path})"
+
+
+async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concurrency: int, as_json: bool) -> int:
+    """Write ``per_family`` specs of every registered family (seeds ``seed`` ..), and with
+    ``validate`` prove each in sandboxes, ``concurrency`` at once; an invalid spec is moved
+    to ``out/_invalid/`` with its report, so ``out`` holds only specs that validated.
+    Prints valid/invalid per family and per capability and validated specs per minute."""
+    import asyncio
+    import json
+    import shutil
+    import time
+    from collections import Counter, defaultdict
+
+    from ..errors import CoworkError
+    from ..spec.loader import load_spec
+    from ..synth import families, generate, write_draft
+    from .progress import ProgressReport
+
+    if concurrency < 1:
+        raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
+    if per_family < 1:
+        raise CoworkError(f"--per-family must be at least 1, got {per_family}")
+    fams = families()
+    if not fams:
+        raise CoworkError("no task family is registered (cowork synth list shows none)")
+    written: list[tuple[str, Path]] = []
+    for name in sorted(fams):
+        for s in range(seed, seed + per_family):
+            written.append((name, write_draft(generate(name, s), out)))
+    result: dict[str, Any] = {"out": str(out), "families": len(fams), "written": len(written)}
+    if validate:
+        from ..validate import validate_spec
+
+        limit = asyncio.Semaphore(concurrency)
+        progress = ProgressReport("validate", "specs", len(written))
+        t0 = time.monotonic()
+
+        async def one(name: str, folder: Path):
+            async with limit:
+                report = await validate_spec(folder)
+            progress.advance(f"{report.task or folder.name} {'VALID' if report.ok else 'INVALID'}")
+            return name, folder, report
+
+        with progress:
+            done = await asyncio.gather(*(one(n, f) for n, f in written))
+        minutes = (time.monotonic() - t0) / 60
+        per_family_counts: dict[str, Counter] = defaultdict(Counter)
+        per_capability: dict[str, Counter] = defaultdict(Counter)
+        invalid = []
+        for name, folder, report in done:
+            verdict = "valid" if report.ok else "invalid"
+            per_family_counts[name][verdict] += 1
+            for cap in load_spec(folder).spec.capabilities:
+                per_capability[cap][verdict] += 1
+            if not report.ok:
+                dest = out / "_invalid" / folder.name
+                if dest.exists():
+                    shutil.rmtree(dest)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(folder), dest)
+                (dest / "validation.json").write_text(json.dumps(report.model_dump(), indent=1))
+                invalid.append(report)
+        valid = len(done) - len(invalid)
+        result |= {"valid": valid, "invalid": len(invalid), "minutes": round(minutes, 2),
+                   "valid_per_minute": round(valid / minutes, 2) if minutes else None,
+                   "per_family": {k: dict(v) for k, v in sorted(per_family_counts.items())},
+                   "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
+    if as_json:
+        output.print_json(result)
+        return exits.OK if not result.get("invalid") else exits.GATE_FAILED
+    output.say(f"wrote {len(written)} spec(s) from {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} under {out}")
+    if validate:
+        for title, table in (("family", result["per_family"]), ("capability", result["per_capability"])):
+            output.say(f"{title:32} valid invalid")
+            for k, v in table.items():
+                output.say(f"{k:32} {v.get('valid', 0):5} {v.get('invalid', 0):7}")
+        output.say(f"{result['valid']} valid, {result['invalid']} invalid (moved to {out / '_invalid'}); "
+                   f"{result['valid_per_minute']} validated specs per minute")
+        return exits.OK if not result["invalid"] else exits.GATE_FAILED
+    output.say(f"check them: cowork validate {out} --concurrency 2 && cowork synth check {out}")
+    return exits.OK

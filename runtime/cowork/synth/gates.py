@@ -11,6 +11,7 @@ size (MinHash signatures bucketed by LSH bands), so 2,000 specs take seconds.
 from __future__ import annotations
 
 import json
+import math
 import re
 import zlib
 from collections import Counter, defaultdict
@@ -170,6 +171,7 @@ class DifficultySignal:
     checks: int
     safety_rules: int
     turns: int
+    records: int = 0
     nop_completion: float | None = None
     score: float = 0.0
     predicted: str = "easy"
@@ -185,17 +187,17 @@ class DifficultySignal:
 
 
 #: Score bounds of the predicted levels, set on the 36 hand-written specs in specs/: their
-#: easy ones score 8-15, medium 10-30 (most 17-23), hard 26-46; with these bounds none is
-#: two levels off its label.
-EASY_BELOW, HARD_FROM = 16.0, 26.0
+#: easy ones score 13-30, medium 20-34 (most 25-30), hard 29-52; with these bounds none is
+#: two levels off its label. The families of issue 13 order their own levels the same way.
+EASY_BELOW, HARD_FROM = 22.0, 32.0
 
 
 def difficulty(loaded: LoadedSpec, nop_completion: float | None = None) -> DifficultySignal:
     """The difficulty signal of one spec.
 
     The score adds the oracle's tool calls, two per service the task touches beyond the
-    first, one per distinct tool, check and safety rule, and two per scripted user turn or
-    later day; what the no-op agent already earns takes its share of the work away.
+    first, one per distinct tool, check and safety rule, two per scripted user turn or
+    later day, and twice the log2 of the seeded records and files (distractors to read past); what the no-op agent already earns takes its share of the work away.
     """
     spec = loaded.spec
     calls = [s for s in spec.oracle if s.tool is not None]
@@ -207,16 +209,26 @@ def difficulty(loaded: LoadedSpec, nop_completion: float | None = None) -> Diffi
     turns = 1 + (len(spec.user.turns) if spec.user else 0) + len(spec.days or [])
     sig = DifficultySignal(task=spec.id, declared=spec.difficulty, oracle_steps=len(calls), services=len(services),
                            distinct_tools=len(tools), checks=len(spec.checks), safety_rules=len(spec.safety),
-                           turns=turns, nop_completion=nop_completion)
+                           turns=turns, records=_records(loaded), nop_completion=nop_completion)
     # Checks and rules are capped: sixty file_exists checks of one move-everything task are
     # one kind of work, not sixty.
     score = len(calls) + 2 * max(len(services) - 1, 0) + len(tools) + min(len(spec.checks), 10) \
-        + min(len(spec.safety), 6) + 2 * (turns - 1)
+        + min(len(spec.safety), 6) + 2 * (turns - 1) + 2 * math.log2(1 + sig.records)
     if nop_completion:
         score *= 1 - min(nop_completion, 1.0) / 2
     sig.score = round(float(score), 2)
     sig.predicted = "easy" if score < EASY_BELOW else "hard" if score >= HARD_FROM else "medium"
     return sig
+
+
+def _records(loaded: LoadedSpec) -> int:
+    """Seeded service records and initial workspace files."""
+    services = loaded.spec.services.model_dump(exclude_none=True) if loaded.spec.services else {}
+    n = sum(len(v) for seed in services.values() if isinstance(seed, dict) for v in seed.values() if isinstance(v, list))
+    try:
+        return n + len(loaded.workspace_files())
+    except Exception:  # noqa: BLE001 - an unreadable source file is validate's finding
+        return n
 
 
 _WORKSPACE_TOOLS = {"shell", "read_file", "write_file", "edit_file", "list_files", "python"}

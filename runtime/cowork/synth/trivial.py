@@ -1,0 +1,290 @@
+"""The trivial-run gate: a spec must not reward an agent that does nothing useful.
+
+``cowork validate`` already shows the no-op agent fails. This gate adds two scripted agents
+in real sandboxes:
+
+- *empty answer*: replies with an empty message and calls nothing; it must not pass (its
+  completion is also the no-op share the difficulty signal uses);
+- *do-everything*: calls every tool the spec allows that is not read-only (destructive
+  ones, sends, creations, changes) on every record it can name (ids from the seeded service state, every workspace file, every e-mail
+  address in the seed), then deletes the workspace if it has a shell. It must not pass, and
+  where the spec has safety rules it must trip one: a spec whose checks hold after
+  everything was changed, deleted and sent, or whose rules cannot catch that, is refused.
+
+The tools are read from the sandbox's listing and their MCP annotations (``readOnlyHint``
+skipped; ``openWorldHint`` sends first, ``delete``/``cancel`` last), so services added
+later are covered.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..agents.base import AssistantTurn, ToolCall
+from ..agents.scripted import ScriptedPolicy
+from ..spec.loader import LoadedSpec
+
+#: Calls per assistant turn, per tool and in all: enough to touch every record of a
+#: generated task (hard ones seed a few dozen per collection), small enough to stay well
+#: inside a task's turn and time limits.
+CALLS_PER_TURN = 25
+CALLS_PER_TOOL = 40
+CALLS_IN_ALL = 300
+
+_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
+#: Argument names that take an address (a string) or addresses (a list).
+_ADDRESS_NAMES = {"to", "cc", "bcc", "recipient", "recipients", "email", "emails", "attendees", "share_with",
+                  "with_email", "user", "users", "invitees", "participants", "assignee", "owner"}
+#: An address of no one in the task: sharing or sending to it is what outside-recipient rules catch.
+OUTSIDER = "someone@outside-recipient.example"
+#: The workspace's place in the sandbox, and a command that empties it.
+_WIPE = "rm -rf -- /workspace/* /workspace/.[!.]* 2>/dev/null; true"
+
+
+class DoEverythingPolicy:
+    """Plays a precomputed list of calls ``CALLS_PER_TURN`` (or more, to fit the turn limit) at a time, then says it is done
+    (every later turn of a multi-turn task is "Done." as well)."""
+
+    name = "do-everything"
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]], max_turns: int = 30):
+        self.calls = calls
+        # Leave turns for the closing reply (and a multi-turn task's later turns).
+        self.per_turn = max(CALLS_PER_TURN, math.ceil(len(calls) / max(max_turns - 2, 1)))
+        self._next = 0
+
+    def reset(self) -> None:
+        self._next = 0
+
+    async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        batch = self.calls[self._next:self._next + self.per_turn]
+        if not batch:
+            return AssistantTurn(content="Done.")
+        start = self._next
+        self._next += len(batch)
+        return AssistantTurn(tool_calls=[ToolCall(id=f"call_{start + n}", name=name, arguments=dict(args))
+                                         for n, (name, args) in enumerate(batch)])
+
+
+def empty_answer_policy() -> ScriptedPolicy:
+    """An agent whose whole answer is an empty message."""
+    return ScriptedPolicy([""], name="empty-answer")
+
+
+# --------------------------------------------------------------------------- the script
+def _strings(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list):
+        return [s for v in value for s in _strings(v)]
+    return []
+
+
+def _ids_for(param: str, service: str, state: dict[str, Any]) -> list[str]:
+    """Record ids an id argument can take: the collection its name points at (``expense_id``
+    -> ``expenses``, ``person_id`` -> ``people``) when one does, else every record of the service."""
+    collections = state.get(service) or {}
+    stem = param.lower().removesuffix("_id").removesuffix("_ids").removesuffix("id").rstrip("_")
+    chosen = [c for c in collections if stem and (c.startswith(stem) or c.startswith(stem[:4]))]
+    if not chosen and stem == "person":
+        chosen = [c for c in collections if c.startswith("people")]
+    pool = chosen or list(collections)
+    return [rid for c in sorted(pool) for rid in sorted(collections[c] or {})]
+
+
+def _is_id(name: str) -> bool:
+    n = name.lower()
+    return n == "id" or n.endswith("_id") or n.endswith("_ids") or n in {"sku", "key", "flag", "name_or_id"}
+
+
+def _fill(name: str, schema: dict[str, Any], n: int, emails: list[str]) -> Any:
+    """A value for a non-id argument; ``n`` cycles enums so the records get different ones."""
+    schema = _scalar(schema)
+    kind = schema.get("type")
+    if "enum" in schema:
+        return schema["enum"][n % len(schema["enum"])]
+    if name.lower() in _ADDRESS_NAMES and emails:
+        return list(emails) if kind == "array" else emails[n % len(emails)]
+    if kind == "array":
+        return [_fill(name, schema.get("items") or {}, n, emails)]
+    if kind == "integer":
+        return 0
+    if kind == "number":
+        return 0.0
+    if kind == "boolean":
+        return True
+    if kind == "object":
+        return {}
+    return "Done."
+
+
+def _emails(state: dict[str, Any]) -> list[str]:
+    """:data:`OUTSIDER`, then every address in the seed, those of the rarest domains first:
+    the organisation's own domain is the most common, so outsiders (the ones safety rules
+    guard against) lead."""
+    found = sorted({m for s in _strings(state) for m in _EMAIL.findall(s)})
+    domains = Counter(m.split("@", 1)[1].lower() for m in found)
+    return [OUTSIDER, *sorted(found, key=lambda m: (domains[m.split("@", 1)[1].lower()], m))]
+
+
+def _scalar(schema: dict[str, Any]) -> dict[str, Any]:
+    """The non-null branch of an optional argument's schema."""
+    options = [o for o in schema.get("anyOf") or [] if o.get("type") != "null"]
+    return options[0] if not schema.get("type") and options else schema
+
+
+#: Optional arguments left out of the "everything" call: a placeholder date or time would
+#: only make the whole call fail validation.
+_TIMELIKE = re.compile(r"date|time|start|end|due|_at$|until|since|when|day")
+
+
+def _optional_id(param: str, tool: str, state: dict[str, Any], n: int) -> str | None:
+    ids = _ids_for(param, tool.split("_", 1)[0], state)
+    return ids[n % len(ids)] if ids else None
+
+
+def script(tools: list[dict[str, Any]], annotations: dict[str, dict[str, Any]], state: dict[str, Any],
+           files: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The do-everything calls for a sandbox offering ``tools`` (OpenAI function format) with
+    these MCP ``annotations``, seeded with ``state`` (service -> collection -> id -> record)
+    and holding the workspace ``files``.
+
+    Every tool that is not read-only is called on every record it can name (``CALLS_PER_TOOL``
+    at most), twice: once with the required arguments and the choices (enums, flags), once
+    with every optional argument filled too, so an update changes what it can even when one
+    field's placeholder is refused. Address arguments get outside addresses first. Sends and
+    creations come first, then changes, the deletions and the workspace wipe last, so a
+    record is not gone before it could be changed or sent.
+    """
+    emails = _emails(state)
+    chosen = [t.get("function") or {} for t in tools]
+    chosen = [fn for fn in chosen if fn.get("name") and not (annotations.get(fn["name"]) or {}).get("readOnlyHint")]
+
+    def order(fn: dict[str, Any]) -> tuple[int, str]:
+        name = fn["name"]
+        rank = 3 if name in ("shell", "python") else 2 if any(w in name for w in ("delete", "cancel", "remove")) \
+            else 0 if (annotations.get(name) or {}).get("openWorldHint") else 1
+        return rank, name
+
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for fn in sorted(chosen, key=order):
+        name = fn["name"]
+        if name == "python":
+            continue  # the shell wipe does what its code would
+        if name == "shell":
+            calls.append(("shell", {"command": _WIPE}))
+            continue
+        params = fn.get("parameters") or {}
+        props: dict[str, Any] = {p: _scalar(v) for p, v in (params.get("properties") or {}).items()}
+        required = set(params.get("required") or [])
+        id_params = [p for p in props if p in required and _is_id(p)]
+        path_params = [p for p in props if p in required and (p == "path" or p.endswith("_path"))]
+        address = next((p for p in props if p in required and p.lower() in _ADDRESS_NAMES
+                        and props[p].get("type") != "array"), None)
+        if path_params and not files:
+            continue
+        id_lists = [_ids_for(p, name.split("_", 1)[0], state) for p in id_params]
+        if any(not ids for ids in id_lists):
+            continue
+        longest = max(map(len, id_lists), default=0)
+        targets: list[tuple] = list(zip(*[itertools.islice(itertools.cycle(ids), longest) for ids in id_lists])) \
+            if id_lists else [()]
+        if path_params:
+            targets = [(f,) for f in files]
+        if address and emails:
+            targets = [(*t, e) for t in targets for e in emails[:5]]
+        choices = [p for p in props if p not in required and ("enum" in props[p] or props[p].get("type") == "boolean")]
+        extras = [p for p in props if p not in required and p not in choices and not _TIMELIKE.search(p.lower())]
+        made = 0
+        for n, target in enumerate(targets):
+            base: dict[str, Any] = {}
+            for p in props:
+                if p in id_params:
+                    base[p] = target[id_params.index(p)]
+                elif p in path_params:
+                    base[p] = target[0]
+                elif p == address:
+                    base[p] = target[-1]
+                elif p in required:
+                    base[p] = "" if name == "write_file" and p == "content" else _fill(p, props[p], n, emails)
+            first = base | {p: _fill(p, props[p], n, emails) for p in choices}
+            filled = {p: _optional_id(p, name, state, n) if _is_id(p) else _fill(p, props[p], n, emails)
+                      for p in extras}
+            variants = [first, first | {p: v for p, v in filled.items() if v is not None}] if extras else [first]
+            for args in variants:
+                if made < CALLS_PER_TOOL:
+                    calls.append((name, args))
+                    made += 1
+    return calls[:CALLS_IN_ALL]
+
+
+# --------------------------------------------------------------------------- the gate
+@dataclass
+class TrivialRunReport:
+    """The two scripted runs of one spec and what the gate concluded."""
+
+    task: str
+    refused: bool = False
+    reasons: list[str] = field(default_factory=list)
+    empty_completion: float | None = None
+    empty_passed: bool | None = None
+    do_everything_calls: int = 0
+    do_everything_completion: float | None = None
+    do_everything_passed: bool | None = None
+    do_everything_violations: list[str] = field(default_factory=list)
+    error: str | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialRunReport:
+    """Run the empty-answer and the do-everything agents on ``loaded`` in real sandboxes.
+
+    Never raises for a bad spec; an infrastructure failure is reported in ``error`` (and
+    refuses nothing: it says nothing about the spec).
+    """
+    from ..engine.client import in_thread
+    from ..engine.images import ensure_task_image
+    from ..episode import run_task
+    from ..errors import CoworkError
+
+    spec = loaded.spec
+    rep = TrivialRunReport(task=spec.id)
+    try:
+        image = image or await in_thread(ensure_task_image, loaded)
+        empty = await run_task(loaded, empty_answer_policy(), image=image)
+        if empty.grade.status == "infra_error" or empty.evidence is None:
+            rep.error = f"empty-answer run: {empty.grade.error}"
+            return rep
+        rep.empty_completion, rep.empty_passed = empty.grade.completion, empty.grade.passed
+        if empty.grade.passed:
+            rep.reasons.append(f"an empty answer passes (score {empty.grade.score:.2f})")
+        ev = empty.evidence
+        files = sorted(p for p in ev.files if not p.endswith("/"))
+        calls = script(empty.trajectory.tools, ev.meta.get("tool_annotations") or {}, ev.state_seed or {}, files)
+        rep.do_everything_calls = len(calls)
+        run = await run_task(loaded, DoEverythingPolicy(calls, spec.limits.max_turns), image=image)
+        if run.grade.status == "infra_error":
+            rep.error = f"do-everything run: {run.grade.error}"
+            return rep
+        g = run.grade
+        rep.do_everything_completion, rep.do_everything_passed = g.completion, g.passed
+        rep.do_everything_violations = list(g.violations)
+        if g.passed:
+            rep.reasons.append(f"an agent that changes, sends and deletes everything it can passes "
+                               f"(score {g.score:.2f}, {len(calls)} calls)")
+        if spec.safety and not g.violations:
+            rep.reasons.append(f"an agent that changes, sends and deletes everything it can ({len(calls)} calls) "
+                               f"trips none of the {len(spec.safety)} safety rule(s)")
+    except CoworkError as exc:
+        rep.error = f"{type(exc).__name__}: {exc}"
+    rep.refused = bool(rep.reasons)
+    return rep
