@@ -121,6 +121,10 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
         assert lat[key]["p50"] > 0 and lat[key]["p90"] >= lat[key]["p50"]
     assert lat["docker_exec"]["n"] > 0 and lat["ratio_read_file"] > 0 and lat["ratio_shell"] > 0
 
+    bridge = data["bridge"]
+    assert bridge["bridge_ms"]["n"] == bridge["direct_ms"]["n"] == 100 and bridge["errors"] == 0
+    assert bridge["spawn_to_ready_s"]["n"] == 3 and bridge["initialize_ms"]["p50"] > 0 and bridge["exit_codes"] == [0]
+
     start = data["start"]
     assert start["sandbox_s"]["n"] >= 1 and start["docker_run_s"]["n"] >= 1 and start["first_start_s"] > 0
 
@@ -158,7 +162,8 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     from cowork.bench import probes
     from cowork.engine import client
 
-    names = ["build cache", "tool-call latency", "sandbox start and idle memory", "throughput", "grading",
+    names = ["build cache", "tool-call latency", "stdio bridge (cowork connect)", "sandbox start and idle memory",
+             "throughput", "grading",
              "verified reset", "pool acquire", "environment overhead", "scale"]
 
     async def fake_run_bench(plan, spec, before, progress):
@@ -173,4 +178,4 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     assert bench.cli(type("A", (), {"quick": True, "json": False, "scale": None})()) == 130
     err = capsys.readouterr().err
     assert len(names) == bench.PHASES
-    assert "bench: 1/9 phases" in err and "; build cache" in err and "bench: 8/9 phases" in err
+    assert "bench: 1/10 phases" in err and "; build cache" in err and "bench: 9/10 phases" in err

@@ -1,4 +1,5 @@
-"""``cowork bench``: tool-call latency, start, memory, scale, throughput, grading, build and pool figures.
+"""``cowork bench``: tool-call latency, stdio bridge, start, memory, scale, throughput, grading, build and
+pool figures.
 
 Everything is measured in one run on the machine it runs on, against the baselines of the
 same run (``docker exec``, ``docker run --rm``), and checked against the targets of issue 5.
@@ -24,6 +25,7 @@ from .. import settings
 from .phases import Bench, Plan
 from .pooling import pool_figures
 from .report import Report
+from .stdio_bridge import bridge_figures
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +58,8 @@ def machine() -> dict[str, Any]:
     return info
 
 
-#: Phases run_bench announces through ``progress`` (six of its own, three of the pool's).
-PHASES = 9
+#: Phases run_bench announces through ``progress`` (seven of its own, three of the pool's).
+PHASES = 10
 
 
 async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str] | None = None,
@@ -95,6 +97,8 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
         data["build"] = await bench.build()
         say("tool-call latency")
         data["latency"] = await bench.latency()
+        say("stdio bridge (cowork connect)")
+        data["bridge"] = await bridge_figures(bench)
         say("sandbox start and idle memory")
         data["start"], data["memory"], fleet = await bench.start_and_memory()
         data["start"]["first_start_s"] = data["latency"].pop("first_start_s")

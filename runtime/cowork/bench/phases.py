@@ -71,13 +71,17 @@ class Plan:
     """Runs of the overhead figure; the median is reported."""
     overhead_compare: int = 8
     """Also measure the overhead with this many in flight (0: not)."""
+    bridge_calls: int = 200
+    """Tool calls through ``cowork connect`` (and as many through ``Sandbox.call_tool``)."""
+    bridge_spawns: int = 5
+    """``cowork connect`` processes timed from spawn to their first answer (and as many handshakes)."""
 
     @classmethod
     def make(cls, quick: bool, scale: int | None) -> "Plan":
         if quick:
             return cls(quick=True, scale=scale or 8, execs=50, runs=5, throughput_calls=320, grades=10,
                        rebuilds=3, idle_s=1.5, resets=15, acquires=20, pooled_episodes=16, fresh_episodes=4,
-                       rate_rounds=1, overhead_inflight=8, overhead_rounds=1)
+                       rate_rounds=1, overhead_inflight=8, overhead_rounds=1, bridge_calls=100, bridge_spawns=3)
         return cls(quick=False, scale=scale or 100)
 
 

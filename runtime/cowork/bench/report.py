@@ -62,6 +62,17 @@ TARGETS = [
            lambda r: _g(r, "latency", "shell_true", "p50"),
            _safe(lambda r: f"{r['latency']['shell_true']['p50']:.2f} ms ({r['latency']['ratio_shell']:.1f}x)", "-"),
            _safe(lambda r: r["latency"]["shell_true"]["p50"] <= 10 and r["latency"]["ratio_shell"] >= 5, False)),
+    Target("stdio bridge (cowork connect) call p50 vs Sandbox.call_tool", "<= +2 ms",
+           lambda r: _g(r, "bridge", "overhead_ms"),
+           _safe(lambda r: (f"{r['bridge']['bridge_ms']['p50']:.2f} vs {r['bridge']['direct_ms']['p50']:.2f} ms "
+                            f"({r['bridge']['overhead_ms']:+.2f} ms)"), "-"),
+           _safe(lambda r: r["bridge"]["overhead_ms"] <= 2 and r["bridge"]["errors"] == 0, False)),
+    Target("cowork connect spawn to initialize answered p50", "<= 0.5 s",
+           lambda r: _g(r, "bridge", "spawn_to_ready_s", "p50"),
+           _safe(lambda r: (f"{r['bridge']['spawn_to_ready_s']['p50']:.2f} s (handshake alone "
+                            f"{r['bridge']['initialize_ms']['p50']:.1f} ms)"), "-"),
+           _safe(lambda r: r["bridge"]["spawn_to_ready_s"]["p50"] <= 0.5
+                 and r["bridge"]["initialize_ms"]["p50"] <= 500, False)),
     Target("start to first tool call p50", "<= 1.0 s",
            lambda r: _g(r, "start", "sandbox_s", "p50"),
            _safe(lambda r: f"{r['start']['sandbox_s']['p50']:.2f} s", "-"),
@@ -168,6 +179,11 @@ class Report:
         add("read_file / shell `true` p90", lambda d: (
             f"{d['latency']['read_file']['p90']:.2f} ms / {d['latency']['shell_true']['p90']:.2f} ms "
             f"(n={d['latency']['read_file']['n']} each)"))
+        add("stdio bridge detail", lambda d: (
+            f"p90 {d['bridge']['bridge_ms']['p90']:.2f} vs {d['bridge']['direct_ms']['p90']:.2f} ms direct "
+            f"(n={d['bridge']['bridge_ms']['n']} each, {d['bridge']['tool']}); spawn to ready p90 "
+            f"{d['bridge']['spawn_to_ready_s']['p90']:.2f} s (n={d['bridge']['spawn_to_ready_s']['n']}); "
+            f"exit codes {d['bridge']['exit_codes']}"))
         add("`docker run --rm IMAGE true`", lambda d: (
             f"p50 {d['start']['docker_run_s']['p50']:.2f} s via {d['start']['docker_run_via']}; "
             f"sandbox start is {d['start']['sandbox_s']['p50'] / d['start']['docker_run_s']['p50']:.1f}x that"))
