@@ -19,9 +19,11 @@ later are covered.
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,28 +49,71 @@ _WIPE = "rm -rf -- /workspace/* /workspace/.[!.]* 2>/dev/null; true"
 
 
 class DoEverythingPolicy:
-    """Plays a precomputed list of calls ``CALLS_PER_TURN`` (or more, to fit the turn limit) at a time, then says it is done
-    (every later turn of a multi-turn task is "Done." as well)."""
+    """Plays a precomputed list of calls ``CALLS_PER_TURN`` (or more, to fit the turn limit)
+    at a time; then, once, the same for the records its own calls created (a new draft is
+    shared, a new ticket closed), then says it is done (every later turn of a multi-turn task
+    is "Done." as well).
+
+    Args:
+        calls: The first round (see :func:`script`).
+        follow_up: Makes the second round from the ids the first round's results name.
+        max_turns: The task's turn limit.
+    """
 
     name = "do-everything"
 
-    def __init__(self, calls: list[tuple[str, dict[str, Any]]], max_turns: int = 30):
-        self.calls = calls
-        # Leave turns for the closing reply (and a multi-turn task's later turns).
-        self.per_turn = max(CALLS_PER_TURN, math.ceil(len(calls) / max(max_turns - 2, 1)))
-        self._next = 0
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]], max_turns: int = 30,
+                 follow_up: Callable[[dict[str, Any]], list[tuple[str, dict[str, Any]]]] | None = None):
+        self.calls = list(calls)
+        self.follow_up = follow_up
+        self.max_turns = max_turns
+        self._first = len(calls)
+        self.reset()
 
     def reset(self) -> None:
+        self.calls = self.calls[:self._first]
         self._next = 0
+        self._followed = self.follow_up is None
+        self._created: dict[str, dict[str, Any]] = {}
+
+    def _per_turn(self) -> int:
+        # Leave turns for the second round, the closing reply and a multi-turn task's later turns.
+        return max(CALLS_PER_TURN, math.ceil(len(self.calls) / max(self.max_turns // 2 - 2, 1)))
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
-        batch = self.calls[self._next:self._next + self.per_turn]
+        _collect_created(messages, self.calls, self._created)
+        if self._next >= len(self.calls) and not self._followed:
+            self._followed = True
+            self.calls += self.follow_up(self._created)[:CALLS_IN_ALL]  # type: ignore[misc]
+        batch = self.calls[self._next:self._next + self._per_turn()]
         if not batch:
             return AssistantTurn(content="Done.")
         start = self._next
         self._next += len(batch)
         return AssistantTurn(tool_calls=[ToolCall(id=f"call_{start + n}", name=name, arguments=dict(args))
                                          for n, (name, args) in enumerate(batch)])
+
+
+def _collect_created(messages: list[dict[str, Any]], calls: list[tuple[str, dict[str, Any]]],
+                     created: dict[str, dict[str, Any]]) -> None:
+    """Add the ids that the results of ``*_create*`` calls name to ``created`` (service ->
+    collection guessed from the tool name -> id -> {})."""
+    for m in messages:
+        if m.get("role") != "tool" or not str(m.get("tool_call_id", "")).startswith("call_"):
+            continue
+        try:
+            n = int(str(m["tool_call_id"]).removeprefix("call_"))
+            tool = calls[n][0]
+            result = json.loads(m.get("content") or "")
+        except (ValueError, IndexError, KeyError):
+            continue
+        if "_create" not in tool and "_submit" not in tool or not isinstance(result, dict):
+            continue
+        rid = result.get("id")
+        if isinstance(rid, str):
+            service, _, what = tool.partition("_")
+            noun = what.split("_", 1)[-1]
+            created.setdefault(service, {}).setdefault(noun + "s", {})[rid] = {}
 
 
 def empty_answer_policy() -> ScriptedPolicy:
@@ -271,7 +316,13 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
         files = sorted(p for p in ev.files if not p.endswith("/"))
         calls = script(empty.trajectory.tools, ev.meta.get("tool_annotations") or {}, ev.state_seed or {}, files)
         rep.do_everything_calls = len(calls)
-        run = await run_task(loaded, DoEverythingPolicy(calls, spec.limits.max_turns), image=image)
+        tools, annotations = empty.trajectory.tools, ev.meta.get("tool_annotations") or {}
+
+        def follow_up(created: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+            creators = [t for t in tools if "_create" not in (t.get("function") or {}).get("name", "")]
+            return [c for c in script(creators, annotations, created, []) if c[0] != "shell"]
+
+        run = await run_task(loaded, DoEverythingPolicy(calls, spec.limits.max_turns, follow_up), image=image)
         if run.grade.status == "infra_error":
             rep.error = f"do-everything run: {run.grade.error}"
             return rep
