@@ -179,3 +179,17 @@ class TestCheckCommand:
             shutil.copytree(ROOT / "specs" / name, tmp_path / name)
         assert cli.main(["synth", "check", str(tmp_path), "--static"]) == exits.OK
         assert "2 of 2 spec(s) accepted" in capsys.readouterr().out
+
+
+class TestCorpusCommand:
+    def test_one_spec_per_registered_family_is_written(self, tmp_path, capsys):
+        from cowork.synth.family import families
+
+        names = sorted(families())
+        assert cli.main(["synth", "corpus", "--out", str(tmp_path), "--per-family", "1", "--seed", "3",
+                         "--json"]) == exits.OK
+        out = json.loads(capsys.readouterr().out)
+        assert out["written"] == len(names) and out["families"] == len(names)
+        assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}-3" for n in names)
+        for n in names:
+            assert load_spec(tmp_path / f"{n}-3").spec.id == f"{n}-3"

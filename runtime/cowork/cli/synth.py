@@ -150,7 +150,9 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
 
     from ..errors import CoworkError
     from ..spec.loader import load_spec
-    from ..synth import families, generate, write_draft
+    # From the module: after the first call the package attribute `families` is the
+    # subpackage of built-in families (its import shadows the function).
+    from ..synth.family import families, generate, write_draft
     from .progress import ProgressReport
 
     if concurrency < 1:
