@@ -207,7 +207,8 @@ class Bridge:
 
     async def _end_session(self) -> None:
         """DELETE the handshake session so the server frees it (best effort: it may be gone)."""
-        if self._session_id is None or self._done is None or self._done.result() == GONE_EXIT:
+        if self._session_id is None or self._done is None or not self._done.done() \
+                or self._done.result() == GONE_EXIT:
             return
         try:
             conn = await asyncio.wait_for(self._connection(reuse=True), 2)
@@ -355,7 +356,8 @@ class Bridge:
                     # read, so sending it again on a new connection is safe. Else the server died.
                     if not (reused and not lost.answered and attempt == 0):
                         raise SandboxGone(str(lost)) from None
-                    del self._pending[exchange]
+                    if self._pending.pop(exchange, _EOF) is _EOF:  # the session ended meanwhile
+                        return
                     exchange = exchange.again()
                     self._pending[exchange] = rid
             if conn.keep_alive and not conn.closed and not self._closing:
@@ -363,6 +365,9 @@ class Bridge:
             self._answer(rid, status, payload, initialize)
         except SandboxGone:
             self._gone()
+        except Exception as exc:  # a bug here must not leave the client waiting forever
+            if rid is not None:
+                self._error(rid, -32603, f"cowork connect failed to forward the request: {type(exc).__name__}: {exc}")
         finally:
             self._pending.pop(exchange, None)
 
