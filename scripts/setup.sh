@@ -64,7 +64,7 @@ echo "== installing cowork-runtime (editable, with the test, hf and trl extras)"
 # fetch a multi-GB CUDA build. With it installed, the hf extra's range adds nothing more.
 "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check torch==2.13.0 2>&1 \
     | grep -v -e "Running pip as the 'root'" || true
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf,trl]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf,trl,ray,inspect]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
 
 echo "== building images (base, sandbox) if missing"
 "$PY" -m cowork.cli images build
