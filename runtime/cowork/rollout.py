@@ -108,6 +108,8 @@ class RolloutSample:
     """Seconds from asking for a sandbox to the grade, retries included."""
     resumed: bool = False
     """Read back from the output folder of an earlier, interrupted run."""
+    node: str | None = None
+    """The Ray node that ran it (``cowork.integrations.ray``); None for a local episode."""
 
     @property
     def status(self) -> str:
@@ -124,7 +126,8 @@ class RolloutSample:
                 "durations": {"episode_s": t.duration_s, "total_s": round(self.total_s, 3)},
                 "infra_failures": self.infra_failures,
                 "evidence": str(self.bundle) if self.bundle is not None and g.status != "infra_error" else None,
-                "trajectory": str(self.bundle / "trajectory.json") if self.bundle is not None else None}
+                "trajectory": str(self.bundle / "trajectory.json") if self.bundle is not None else None,
+                **({"node": self.node} if self.node is not None else {})}
 
 
 @dataclass
@@ -689,7 +692,8 @@ def _resumed_sample(out: Path, row: dict[str, Any], group: int) -> RolloutSample
                           f"from {out / RESULTS_FILE} to rerun it") from exc
     return RolloutSample(task=row["task"], group=group, sample=row["sample"], seed=row.get("seed"), grade=g,
                          trajectory=t, reward=row.get("reward"), infra_failures=list(row.get("infra_failures") or []),
-                         bundle=bundle, total_s=float((row.get("durations") or {}).get("total_s") or 0.0), resumed=True)
+                         bundle=bundle, total_s=float((row.get("durations") or {}).get("total_s") or 0.0), resumed=True,
+                         node=row.get("node"))
 
 
 __all__ = ["REWARDS", "RolloutGroup", "RolloutResult", "RolloutRunner", "RolloutSample", "RunFolder", "append_jsonl",
