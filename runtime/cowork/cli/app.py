@@ -18,8 +18,8 @@ from ..errors import CoworkError
 from ..rewards import MODES
 from . import commands, episodes, exits, output
 from .episodes import (Agent, BaseUrl, EpisodeOptions, FailUnder, JudgeBaseUrl, JudgeModel, Json, MaxTokens, Model,
-                       PoolSize, Reward, Seed, SpecArg, Temperature, TopP, TurnProgress, UserBaseUrl, UserModel,
-                       Verbose)
+                       PoolSize, RayAddress, Reward, Seed, SpecArg, Temperature, TopP, TurnProgress, UserBaseUrl,
+                       UserModel, Verbose)
 
 EVALUATE, TRAIN, SANDBOXES, MAINTENANCE = "Run and evaluate", "Train and export", "Sandboxes", "Maintenance"
 
@@ -88,7 +88,7 @@ def run(ctx: typer.Context, spec: SpecArg, agent: Agent = "oracle", model: Model
         concurrency: Annotated[int, typer.Option(help="episodes at once", rich_help_panel="Episodes")] = 1,
         pool_size: PoolSize = None, seed: Seed = None, reward: Reward = "score", turn_progress: TurnProgress = False,
         judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None, user_model: UserModel = None,
-        user_base_url: UserBaseUrl = None, fail_under: FailUnder = None,
+        user_base_url: UserBaseUrl = None, fail_under: FailUnder = None, ray: RayAddress = None,
         evidence: Annotated[str | None, typer.Option(help="save each episode's evidence bundle and grade here "
                                                      "(default: not saved)", rich_help_panel="Output")] = None,
         results: Annotated[str | None, typer.Option(help="append one JSON line per finished episode to this file "
@@ -103,7 +103,8 @@ def run(ctx: typer.Context, spec: SpecArg, agent: Agent = "oracle", model: Model
     --fail-under is given.
     """
     opts = EpisodeOptions(agent, model, base_url, temperature, top_p, max_tokens, concurrency, pool_size, seed,
-                          reward, turn_progress, judge_model, judge_base_url, user_model, user_base_url, fail_under)
+                          reward, turn_progress, judge_model, judge_base_url, user_model, user_base_url, fail_under,
+                          ray)
     return episodes.run(opts, spec, trials=trials, evidence=evidence, results=results, out=out, as_json=as_json,
                         verbose=_verbose(ctx, verbose))
 
@@ -176,14 +177,15 @@ def rollout(ctx: typer.Context, spec: SpecArg,
             pool_size: PoolSize = None, seed: Seed = None, reward: Reward = "score",
             turn_progress: TurnProgress = False, judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
             user_model: UserModel = None, user_base_url: UserBaseUrl = None, fail_under: FailUnder = None,
-            as_json: Json = False, verbose: Verbose = False) -> int:
+            ray: RayAddress = None, as_json: Json = False, verbose: Verbose = False) -> int:
     """Run every task G times over a pool of warm sandboxes; one line per episode in
     DIR/results.jsonl; rerun on DIR to resume.
 
     Progress on stderr; the summary (per-task pass@k, pass^k, safety, rewards) at the end.
     """
     opts = EpisodeOptions(agent, model, base_url, temperature, top_p, max_tokens, concurrency, pool_size, seed,
-                          reward, turn_progress, judge_model, judge_base_url, user_model, user_base_url, fail_under)
+                          reward, turn_progress, judge_model, judge_base_url, user_model, user_base_url, fail_under,
+                          ray)
     return episodes.rollout(opts, spec, group_size=group_size, out=out, as_json=as_json,
                             verbose=_verbose(ctx, verbose))
 

@@ -61,6 +61,11 @@ UserBaseUrl = Annotated[str | None, typer.Option(help="endpoint of the user mode
                                                       "then $OPENAI_BASE_URL)", rich_help_panel=_A)]
 FailUnder = Annotated[float | None, typer.Option(help="exit 1 when the mean score is below this (0..1; for CI; "
                                                       "default: no gate)", rich_help_panel=_G)]
+RayAddress = Annotated[str | None, typer.Option("--ray", metavar="ADDRESS",
+                                               help="run the episodes on a Ray cluster's Docker hosts (head "
+                                                    "host:port, ray://..., or auto; each node's sandboxes: its "
+                                                    "`cowork` resource, so --concurrency and --pool-size do not "
+                                                    "apply; see docs/scale-out.md; default: this machine)", rich_help_panel=_E)]
 Json = Annotated[bool, typer.Option("--json", help="print JSON instead of text", rich_help_panel=_O)]
 Verbose = Annotated[bool, typer.Option("-v", "--verbose", help="print every check line of every episode "
                                        "(default: one line per episode, failed checks under a failure)",
@@ -87,6 +92,8 @@ class EpisodeOptions:
     user_model: str | None
     user_base_url: str | None
     fail_under: float | None
+    ray: str | None = None
+    """A Ray cluster's address: episodes run on its nodes (cowork.integrations.ray)."""
 
     def check(self, **counts: int | None) -> None:
         """Refuse limits below 1 and a gate outside 0..1 (bad input: exit 2)."""
@@ -147,8 +154,17 @@ async def run_episodes(opts: EpisodeOptions, specs: list, *, group_size: int, ou
         from ..conversation import UserModel as UserModelConfig
 
         user_model = UserModelConfig(model=opts.user_model, base_url=opts.user_base_url)
-    async with RolloutRunner(concurrency=opts.concurrency, pool_size=opts.pool_size, reward=opts.reward,
-                             turn_progress=opts.turn_progress, user_model=user_model, judge=judge) as runner:
+    if opts.ray:
+        from ..integrations.ray import RayRolloutRunner
+
+        # In-process engines stay here, on the driver's GPUs; the nodes ask them for each turn.
+        runner = RayRolloutRunner(opts.ray, policy_at="driver" if opts.agent in ("vllm", "hf") else "node",
+                                  reward=opts.reward, turn_progress=opts.turn_progress, user_model=user_model,
+                                  judge=judge)
+    else:
+        runner = RolloutRunner(concurrency=opts.concurrency, pool_size=opts.pool_size, reward=opts.reward,
+                               turn_progress=opts.turn_progress, user_model=user_model, judge=judge)
+    async with runner:
         return await runner.rollout(specs, lambda spec: make_policy(opts.agent, spec, **policy_opts),
                                     group_size=group_size, seed=opts.seed, out_dir=out, on_episode=on_episode)
 
