@@ -221,6 +221,27 @@ class _Broker:
 
 
 # --------------------------------------------------------------------------- on the driver
+@dataclass(frozen=True)
+class Agent:
+    """A policy factory that pickles to any node: ``make_policy(kind, spec, **options)`` per episode.
+
+    A factory defined in a test or a script module the nodes cannot import fails there; this one
+    only names cowork code. ``Agent("oracle")``, ``Agent("vllm-server", {"model": ..., "base_url": ...})``.
+    """
+
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.kind
+
+    def __call__(self, spec: Any) -> Any:
+        from ..agents import make_policy
+
+        return make_policy(self.kind, spec, **dict(self.options))
+
+
 @dataclass
 class NodeActor:
     """One node's actor as the driver sees it."""
@@ -348,7 +369,9 @@ class RayRolloutRunner(RolloutRunner):
             try:
                 self._policy_ref = ray.put(factory)
             except Exception as exc:  # noqa: BLE001 - pickling errors come in many types
-                raise CoworkError(f"the policy cannot be sent to the Ray nodes ({exc}); pass policy_at='driver' "
+                why = next((ln.strip() for ln in str(exc).splitlines() if "serialization:" in ln),
+                           str(exc).splitlines()[0] if str(exc) else type(exc).__name__)
+                raise CoworkError(f"the policy cannot be sent to the Ray nodes ({why}); pass policy_at='driver' "
                                   "to serve it from this process") from exc
         else:
             self._driver_policies = {}
@@ -390,6 +413,12 @@ class RayRolloutRunner(RolloutRunner):
             try:
                 out = await actor.handle.run.remote(self._spec_refs[loaded.spec.id], seed, target, key, policy.name,
                                                     self.policy_at == "driver")
+            except ray.exceptions.RayTaskError as exc:
+                if "No module named" in str(exc):  # the factory pickled by reference to a module the node lacks
+                    raise CoworkError(f"a Ray node cannot unpickle the policy factory ({str(exc).splitlines()[-1]}); "
+                                      "pass cowork.integrations.ray.Agent(kind, options), a factory from an "
+                                      "installed module, or policy_at='driver'") from exc
+                raise
             except (ray.exceptions.RayActorError, ray.exceptions.ActorUnavailableError) as exc:
                 await self._lose(actor, exc)
                 lost.append(f"ray node {actor.node_id[:12]} ({actor.host}) lost while running the episode: "
@@ -506,4 +535,4 @@ class RayRolloutRunner(RolloutRunner):
             self._inited = False
 
 
-__all__ = ["RESOURCE", "NodeActor", "RayRolloutRunner"]
+__all__ = ["RESOURCE", "Agent", "NodeActor", "RayRolloutRunner"]
