@@ -300,11 +300,12 @@ class RayRolloutRunner(RolloutRunner):
         self.actors: list[NodeActor] = []
         #: Episodes run again because their node died: (task, sample, node id).
         self.reruns: list[tuple[str, int, str]] = []
-        #: Per finished episode: ``total_s`` (driver), ``node_s`` (the actor's call) and ``episode_s``.
+        #: Per finished episode: ``total_s`` (driver, placement included), ``call_s`` (the remote call
+        #: as the driver saw it), ``node_s`` (the same call inside the actor) and ``episode_s``
+        #: (the agent's loop); ``call_s - node_s`` is what Ray adds (dispatch, result transfer).
         self.timings: list[dict[str, float]] = []
         self._inited = False
         self._free: asyncio.Condition | None = None
-        self._factory: Any = None
         self._policy_ref: Any = None
         self._spec_refs: dict[str, Any] = {}
         self._broker: Any = None
@@ -410,6 +411,7 @@ class RayRolloutRunner(RolloutRunner):
                 target = self._policy_ref
             actor.in_flight += 1
             actor.tasks.add(loaded.spec.id)
+            t_call = time.monotonic()
             try:
                 out = await actor.handle.run.remote(self._spec_refs[loaded.spec.id], seed, target, key, policy.name,
                                                     self.policy_at == "driver")
@@ -428,6 +430,9 @@ class RayRolloutRunner(RolloutRunner):
                     raise CoworkError(f"{loaded.spec.id} sample {s}: {len(lost)} nodes died running it; "
                                       f"last: {lost[-1]}") from exc
                 log.warning("%s sample %d: %s; running it again on another node", loaded.spec.id, s, lost[-1])
+                reset = getattr(policy, "reset", None)
+                if self.policy_at == "driver" and callable(reset):
+                    reset()  # the driver's policy (a script keeps its place) starts the episode over
                 continue
             finally:
                 actor.in_flight -= 1
@@ -444,7 +449,8 @@ class RayRolloutRunner(RolloutRunner):
                                    infra_failures=lost + out["infra_failures"], evidence=out["evidence"],
                                    total_s=time.monotonic() - t0, node=actor.node_id)
             # Ray's share: the driver's wall time of the episode less the node's (placement, transfer).
-            self.timings.append({"total_s": sample.total_s, "node_s": out["run_s"], "episode_s": traj.duration_s})
+            self.timings.append({"total_s": sample.total_s, "call_s": time.monotonic() - t_call,
+                                 "node_s": out["run_s"], "episode_s": traj.duration_s})
             return sample
 
     async def _place(self, task: str) -> NodeActor:
