@@ -2,4 +2,6 @@
 
 - :mod:`cowork.integrations.trl`: TRL's ``GRPOTrainer(environment_factory=...)`` (needs the
   ``trl`` extra: ``pip install 'cowork-runtime[trl]'``).
+- :mod:`cowork.integrations.ray`: rollouts placed on a Ray cluster's Docker hosts (needs the
+  ``ray`` extra; see docs/scale-out.md).
 """
