@@ -55,6 +55,7 @@ try:
         OutputLimitExceededError,
         SandboxEnvironment,
         SandboxEnvironmentConfigType,
+        SandboxEnvironmentLimits,
         SandboxEnvironmentSpec,
         SandboxUserUnsupportedError,
         sandbox,
@@ -77,13 +78,11 @@ log = logging.getLogger(__name__)
 SPEC_KEY = "cowork_spec"
 #: Where the shell tool runs commands; relative paths are taken from here.
 WORKSPACE = "/workspace"
-#: Inspect's documented default read limit, overridable by the same variable.
-_READ_LIMIT_VAR = "INSPECT_SANDBOX_MAX_READ_FILE_SIZE"
-_READ_LIMIT_DEFAULT = 100 * 1024 * 1024
 #: Room kept under the output limit for the size line and the cut marker.
 _OUTPUT_MARGIN = 128
-#: Base64 characters sent in one write command (the server refuses arguments over 1 MiB).
-_WRITE_CHUNK = 512 * 1024
+#: Base64 characters sent in one write command: the command is one argument of bash, and
+#: Linux takes at most 128 KiB in one argument (MAX_ARG_STRLEN).
+_WRITE_CHUNK = 96 * 1024
 
 
 def _spec_path(config: SandboxEnvironmentConfigType | None, metadata: dict[str, Any]) -> str:
@@ -194,7 +193,7 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
             SandboxError: the sandbox stopped answering.
         """
         self._check_user(user)
-        mark = f"\x1e{secrets.token_hex(6)}\x1e"
+        mark = f"<<cowork-stderr-{secrets.token_hex(6)}>>"
         script = []
         if cwd:
             script.append(f"cd -- {shlex.quote(cwd)} || exit 1")
@@ -210,6 +209,8 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
             return ExecResult(success=False, returncode=1, stdout="", stderr=r.text)
         stdout, stderr = _split_marked(str(r.structured.get("output", "")), mark)
         code = int(r.structured.get("exit_code", 1))
+        if code == 126 and "permission denied" in stderr.lower():
+            raise PermissionError(f"{cmd[0] if cmd else ''}: {stderr.strip()}")
         return ExecResult(success=code == 0, returncode=code, stdout=stdout, stderr=stderr)
 
     # ------------------------------------------------------------------ files
@@ -242,7 +243,7 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
         return r.text if text else r.text.encode()
 
     async def _read_via_shell(self, file: str) -> bytes:
-        limit = int(os.environ.get(_READ_LIMIT_VAR, _READ_LIMIT_DEFAULT))
+        limit = SandboxEnvironmentLimits.MAX_READ_FILE_SIZE
         chunk = max((self.cowork.spec.limits.output_limit_bytes - _OUTPUT_MARGIN) // 4 * 3, 3)
         q = shlex.quote(file)
         parts: list[bytes] = []
@@ -259,7 +260,8 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
             head, _, body = str(out.get("output", "")).partition("\n")
             size = int(head)
             if size > limit:
-                raise OutputLimitExceededError(limit_str=f"{limit} bytes", truncated_output=None)
+                raise OutputLimitExceededError(limit_str=SandboxEnvironmentLimits.MAX_READ_FILE_SIZE_STR,
+                                               truncated_output=None)
             piece = base64.b64decode(body.strip())
             parts.append(piece)
             offset += len(piece)
@@ -298,16 +300,23 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
 
 
 def _split_marked(output: str, mark: str) -> tuple[str, str]:
-    """Split the shell tool's combined output into (stdout, stderr) by the stderr marker."""
+    """Split the shell tool's combined output into (stdout, stderr) by the stderr marker.
+
+    A marked line is stderr from the marker to its newline; what comes before the marker is
+    stdout the stderr line cut into (it goes on after the stderr line). Lines are split on
+    "\\n" only: ``str.splitlines`` also breaks at \\r, \\x1c-\\x1e and others a command prints.
+    """
     out: list[str] = []
     err: list[str] = []
-    for line in output.splitlines(keepends=True):
-        before, found, after = line.partition(mark)
-        out.append(before)
+    pieces = output.split("\n")
+    for n, piece in enumerate(pieces):
+        ending = "\n" if n < len(pieces) - 1 else ""
+        before, found, after = piece.partition(mark)
         if found:
-            err.append(after.replace(mark, ""))
-            if not after.endswith("\n") and before and line.endswith("\n"):
-                out.append("\n")
+            out.append(before)
+            err.append(after.replace(mark, "") + ending)
+        else:
+            out.append(piece + ending)
     return "".join(out), "".join(err)
 
 
