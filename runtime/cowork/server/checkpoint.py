@@ -43,14 +43,7 @@ from typing import Any
 
 from .. import formats as F
 from .export import ExportLimits, export_workspace
-from .procs import kill_agent_processes
-from .reset import (
-    foreign_processes,
-    ipc_objects,
-    remove_agent_ipc,
-    remove_message_queues,
-    wipe,
-)
+from .reset import quiesce, wipe
 from .snaptree import TreeError, restore_tree, save_tree
 
 CHECKPOINT_DIR = "checkpoints"
@@ -111,17 +104,7 @@ class Checkpoints:
                                "(checkpoint_discard)")
 
     def _quiesce(self) -> None:
-        """Every agent process dead, its IPC objects gone: nothing changes while state is read or written."""
-        if self.agent_uid is not None:
-            for _ in range(200):
-                kill_agent_processes(self.agent_uid)
-                if not any(p.split()[1] == str(self.agent_uid) for p in foreign_processes()):
-                    break
-                time.sleep(0.005)
-            if ipc_objects():
-                remove_agent_ipc(self.agent_uid)
-        if os.geteuid() == 0:
-            remove_message_queues()
+        quiesce(self.agent_uid)
 
     async def _pause(self) -> None:
         self.audit.paused = True

@@ -227,6 +227,21 @@ def remove_message_queues() -> None:
             pass
 
 
+def quiesce(agent_uid: int | None) -> None:
+    """Every agent process dead (detached, setsid and nohup ones included: all share the uid)
+    and its IPC objects and message queues gone: nothing changes files or state meanwhile."""
+    if agent_uid is not None:
+        for _ in range(200):
+            kill_agent_processes(agent_uid)
+            if not any(p.split()[1] == str(agent_uid) for p in foreign_processes()):
+                break
+            time.sleep(0.005)
+        if ipc_objects():
+            remove_agent_ipc(agent_uid)
+    if os.geteuid() == 0:
+        remove_message_queues()
+
+
 @dataclass
 class Episodes:
     """The control operations that hash and reset a sandbox between episodes.
@@ -309,23 +324,12 @@ class Episodes:
             await asyncio.sleep(0.005)
 
     def _clean(self) -> None:
-        if self.agent_uid is not None:
-            # Agent processes first (detached, setsid and nohup ones included: all share the
-            # uid), until none is left; then nothing can add files while they are removed.
-            for _ in range(200):
-                kill_agent_processes(self.agent_uid)
-                if not any(p.split()[1] == str(self.agent_uid) for p in foreign_processes()):
-                    break
-                time.sleep(0.005)
-            if ipc_objects():
-                remove_agent_ipc(self.agent_uid)
+        quiesce(self.agent_uid)
         if os.geteuid() == 0:
-            remove_message_queues()
             wipe(self.workspace, owner=(self.agent_uid, F.AGENT_GID), mode=0o755)
+            wipe(self.tmp, owner=(0, 0), mode=0o1777)
         else:
             wipe(self.workspace, owner=(os.getuid(), os.getgid()), mode=0o755)
-        if os.geteuid() == 0:
-            wipe(self.tmp, owner=(0, 0), mode=0o1777)
 
     def handlers(self) -> dict[str, Callable[[dict], Awaitable[dict]]]:
         """Control operations: ``state_hash``, ``begin_episode`` and ``reset``."""
