@@ -250,7 +250,8 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
         offset, size = 0, None
         while size is None or offset < size:
             r = await self._shell(
-                f"f={q}; [ -e \"$f\" ] || exit 66; [ -d \"$f\" ] && exit 67; [ -r \"$f\" ] || exit 68\n"
+                f"f={q}; if ! [ -e \"$f\" ]; then case $(stat -- \"$f\" 2>&1) in *ermission*) exit 68;; esac; exit 66; fi\n"
+                f"[ -d \"$f\" ] && exit 67; [ -r \"$f\" ] || exit 68\n"
                 f"stat -c %s -- \"$f\" && tail -c +{offset + 1} -- \"$f\" | head -c {chunk} | base64 -w0")
             out = r.structured if isinstance(r.structured, dict) else {}
             code = out.get("exit_code")
