@@ -12,14 +12,13 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
-from inspect_ai.scorer import SampleScore, Score  # noqa: E402
-from inspect_ai.tool import ToolCall  # noqa: E402
-
-from cowork.errors import SpecError  # noqa: E402
-from cowork.evidence import Evidence  # noqa: E402
-from cowork.grading.checks import assistant_texts  # noqa: E402
-from cowork.integrations import inspect as plugin  # noqa: E402
+from cowork.errors import SpecError
+from cowork.evidence import Evidence
+from cowork.grading.checks import assistant_texts
+from cowork.integrations import inspect as plugin
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+from inspect_ai.scorer import SampleScore, Score
+from inspect_ai.tool import ToolCall
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -27,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:
     # Run outside the checkout: a stale ``*.egg-info`` left at its root by an old build would be
     # read first (``-c`` puts the working folder on sys.path) and hide the installed entry points.
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=cwd)
+    return subprocess.run([sys.executable, "-c", code], check=False, capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
 
 
 class TestPluginRegistration:

@@ -15,11 +15,10 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
-from inspect_ai.util import SandboxUserUnsupportedError  # noqa: E402
-
-from cowork.engine import labels as L  # noqa: E402
-from cowork.engine.reaper import managed_containers  # noqa: E402
-from cowork.integrations.inspect import CoworkSandboxEnvironment  # noqa: E402
+from cowork.engine import labels as L
+from cowork.engine.reaper import managed_containers
+from cowork.integrations.inspect import CoworkSandboxEnvironment
+from inspect_ai.util import SandboxUserUnsupportedError
 
 pytestmark = pytest.mark.docker
 

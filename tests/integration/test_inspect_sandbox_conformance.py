@@ -11,9 +11,9 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
-from inspect_ai.util._sandbox.self_check import *  # noqa: F401,F403,E402  (the checks are collected from here)
-
-from cowork.integrations.inspect import CoworkSandboxEnvironment  # noqa: E402
+from cowork.integrations.inspect import CoworkSandboxEnvironment
+# Inspect's checks, collected by pytest from this module (they take the `sandbox_env` fixture below).
+from inspect_ai.util._sandbox.self_check import *
 
 pytestmark = pytest.mark.docker
 

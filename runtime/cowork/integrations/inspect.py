@@ -39,15 +39,22 @@ import os
 import secrets
 import shlex
 from collections.abc import Iterable, Sequence
-from pathlib import Path
-from typing import Any, Literal, Union, overload
+from typing import Any, Literal, overload
 
 try:
     from inspect_ai import Task
     from inspect_ai.agent import react
     from inspect_ai.dataset import Sample
     from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser
-    from inspect_ai.scorer import Metric, SampleScore, Score, Scorer, Target, metric, scorer
+    from inspect_ai.scorer import (
+        Metric,
+        SampleScore,
+        Score,
+        Scorer,
+        Target,
+        metric,
+        scorer,
+    )
     from inspect_ai.solver import Solver, TaskState
     from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParams
     from inspect_ai.util import (
@@ -188,7 +195,8 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
 
         Raises:
             SandboxUserUnsupportedError: ``user`` is not the agent.
-            PermissionError: the task has no shell tool.
+            PermissionError: the task has no shell tool, or the command could not be
+                executed (exit code 126, permission denied).
             TimeoutError: the command ran past ``timeout`` or the task's tool time limit.
             SandboxError: the sandbox stopped answering.
         """
@@ -220,7 +228,7 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
     @overload
     async def read_file(self, file: str, text: Literal[False]) -> bytes: ...
 
-    async def read_file(self, file: str, text: bool = True) -> Union[str, bytes]:
+    async def read_file(self, file: str, text: bool = True) -> str | bytes:
         """Read a file as the agent (exact bytes through the shell when the task has one).
 
         Raises:
@@ -547,6 +555,18 @@ def load_spec_for_sample(metadata: dict[str, Any]) -> LoadedSpec:
     return load_spec(_spec_path(None, metadata))
 
 
-__all__ = ["CoworkSandboxEnvironment", "CoworkTools", "cowork_scorer", "cowork_task", "cowork_tools",
-           "completion", "inspect_trace", "load_spec_for_sample", "mean_score", "pass_rate", "robustness",
-           "safety", "SPEC_KEY"]
+__all__ = [
+    "SPEC_KEY",
+    "CoworkSandboxEnvironment",
+    "CoworkTools",
+    "completion",
+    "cowork_scorer",
+    "cowork_task",
+    "cowork_tools",
+    "inspect_trace",
+    "load_spec_for_sample",
+    "mean_score",
+    "pass_rate",
+    "robustness",
+    "safety",
+]
