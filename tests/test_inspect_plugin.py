@@ -16,6 +16,7 @@ from cowork.errors import SpecError
 from cowork.evidence import Evidence
 from cowork.grading.checks import assistant_texts
 from cowork.integrations import inspect as plugin
+from cowork.integrations.inspect.sandbox import _spec_path, _split_marked
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from inspect_ai.scorer import SampleScore, Score
 from inspect_ai.tool import ToolCall
@@ -67,10 +68,10 @@ class TestCoworkTask:
             plugin.cowork_task(ROOT / "specs" / "mt-clarify-meeting-slot")
 
     def test_a_sandbox_without_a_spec_says_where_to_name_one(self):
-        assert plugin._spec_path("specs/a", {plugin.SPEC_KEY: "specs/b"}) == "specs/a"
-        assert plugin._spec_path(None, {plugin.SPEC_KEY: "specs/b"}) == "specs/b"
+        assert _spec_path("specs/a", {plugin.SPEC_KEY: "specs/b"}) == "specs/a"
+        assert _spec_path(None, {plugin.SPEC_KEY: "specs/b"}) == "specs/b"
         with pytest.raises(SpecError, match="cowork_spec"):
-            plugin._spec_path(None, {})
+            _spec_path(None, {})
 
 
 class TestStderrSplit:
@@ -85,7 +86,7 @@ class TestStderrSplit:
         ("<<m>>only<<m>>err", "", "onlyerr"),
     ])
     def test_split(self, output, stdout, stderr):
-        assert plugin._split_marked(output, self.MARK) == (stdout, stderr)
+        assert _split_marked(output, self.MARK) == (stdout, stderr)
 
 
 class TestTraceAndMetrics:

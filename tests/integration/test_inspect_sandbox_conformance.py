@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
 from cowork.integrations.inspect import CoworkSandboxEnvironment
+
 # Inspect's checks, collected by pytest from this module (they take the `sandbox_env` fixture below).
 from inspect_ai.util._sandbox.self_check import *
 

@@ -1,90 +1,32 @@
-"""Cowork sandboxes and tasks inside Inspect AI: ``sandbox="cowork"``, the cowork tools, and
-:func:`cowork_task` (a folder of specs as an Inspect ``Task`` graded by cowork).
-
-Loaded by Inspect through the ``inspect_ai`` entry point in ``pyproject.toml``, so once the
-extra is installed (``pip install 'cowork-runtime[inspect]'``) any task can name the provider::
-
-    Task(dataset=[Sample(input="...", sandbox=("cowork", "specs/fix-csv-report"))], ...)
-
-and ``inspect eval`` finds it with no import in the task file. Checked against inspect-ai
-0.3.285 (its ``SandboxEnvironment`` contract in ``inspect_ai/util/_sandbox/environment.py``).
-
-What maps onto what:
-
-- ``exec`` runs through the sandbox's ``shell`` tool, as the unprivileged agent user, audited
-  like any agent call: Inspect's own tools (``bash()``, ``python()``) act for the agent, so what
-  they do is the agent's and the grader sees it. A task without the ``shell`` tool refuses
-  ``exec`` (PermissionError). Only the agent user exists (``user="root"`` raises
-  ``SandboxUserUnsupportedError``, which is also how Inspect's root probe learns it).
-- ``read_file`` / ``write_file`` move exact bytes through the shell (base64 in chunks under
-  the task's output limit), or through the ``read_file`` / ``write_file`` tools when the task
-  has no shell (text only; ``read_file`` then returns what the tool shows: newlines
-  normalised, cut at the output limit).
-- The MCP tools of the task are offered to the model by :func:`cowork_tools`, a tool source
-  that lists the current sample's sandbox tools and calls them there.
-- :func:`cowork_scorer` exports the evidence (audit log, workspace, service state) with a trace
-  rebuilt from Inspect's messages and grades it with the spec's checks, as ``cowork run`` does.
-
-Multi-turn specs (``user``, ``days``, ``events``) need cowork's episode driver for their later
-turns; :func:`cowork_task` leaves them out with a warning.
-"""
+"""``sandbox="cowork"``: one cowork sandbox per Inspect sample; exec, read_file and write_file
+act as the agent through the sandbox's audited tools."""
 
 from __future__ import annotations
 
 import base64
-import json
 import logging
-import math
-import os
 import secrets
 import shlex
-from collections.abc import Iterable, Sequence
 from typing import Any, Literal, overload
 
-try:
-    from inspect_ai import Task
-    from inspect_ai.agent import react
-    from inspect_ai.dataset import Sample
-    from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser
-    from inspect_ai.scorer import (
-        Metric,
-        SampleScore,
-        Score,
-        Scorer,
-        Target,
-        metric,
-        scorer,
-    )
-    from inspect_ai.solver import Solver, TaskState
-    from inspect_ai.tool import Tool, ToolDef, ToolError, ToolParams
-    from inspect_ai.util import (
-        ExecResult,
-        OutputLimitExceededError,
-        SandboxEnvironment,
-        SandboxEnvironmentConfigType,
-        SandboxEnvironmentLimits,
-        SandboxEnvironmentSpec,
-        SandboxUserUnsupportedError,
-        sandbox,
-        sandboxenv,
-    )
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "cowork.integrations.inspect needs Inspect AI, which is not installed: "
-        "pip install 'cowork-runtime[inspect]' (checked against inspect-ai 0.3.285)"
-    ) from exc
+from inspect_ai.util import (
+    ExecResult,
+    OutputLimitExceededError,
+    SandboxEnvironment,
+    SandboxEnvironmentConfigType,
+    SandboxEnvironmentLimits,
+    SandboxUserUnsupportedError,
+    sandboxenv,
+)
 
-from ..errors import SandboxError, SpecError
-from ..formats import AGENT_UID, AGENT_USER
-from ..sandbox import Sandbox, ToolResult
-from ..spec.loader import LoadedSpec, load_spec, load_specs
+from ...errors import SpecError
+from ...formats import AGENT_UID, AGENT_USER
+from ...sandbox import Sandbox, ToolResult
 
 log = logging.getLogger(__name__)
 
 #: The sample metadata key naming a sample's spec (a task folder or task.yaml).
 SPEC_KEY = "cowork_spec"
-#: Where the shell tool runs commands; relative paths are taken from here.
-WORKSPACE = "/workspace"
 #: Room kept under the output limit for the size line and the cut marker.
 _OUTPUT_MARGIN = 128
 #: Base64 characters sent in one write command: the command is one argument of bash, and
@@ -339,234 +281,3 @@ def _file_error(text: str, file: str) -> Exception:
     if "timed out" in low:
         return TimeoutError(f"{file}: {text}")
     return PermissionError(f"{file}: {text}")
-
-
-# ---------------------------------------------------------------------------- tools
-class CoworkTools:
-    """Inspect tool source: the current sample's cowork tools, read from its sandbox.
-
-    A tool error (bad arguments, a refusal, a failed command) goes back to the model as
-    Inspect's ToolError, as it would to any cowork agent.
-    """
-
-    def __init__(self, sandbox_name: str | None = None):
-        self.sandbox_name = sandbox_name
-
-    def _env(self) -> CoworkSandboxEnvironment:
-        return sandbox(self.sandbox_name).as_type(CoworkSandboxEnvironment)
-
-    async def tools(self) -> list[Tool]:
-        """One Inspect tool per MCP tool of the sample's sandbox, with its own schema."""
-        return [self._tool(t) for t in await self._env().cowork.tools()]
-
-    def _tool(self, mcp_tool: Any) -> Tool:
-        name = mcp_tool.name
-
-        async def execute(**kwargs: Any) -> str:
-            r = await self._env().cowork.call_tool(name, kwargs)
-            if r.is_error:
-                raise ToolError(r.text)
-            return r.text
-
-        schema = dict(getattr(mcp_tool, "input_schema", None) or {})
-        schema.pop("$schema", None)
-        schema.pop("title", None)
-        params = ToolParams.model_validate({"type": "object", **schema, "additionalProperties": False})
-        for pname, param in params.properties.items():
-            param.description = param.description or pname
-        return ToolDef(execute, name=name, description=mcp_tool.description or name, parameters=params).as_tool()
-
-
-def cowork_tools(sandbox_name: str | None = None) -> CoworkTools:
-    """The cowork tools of the current sample, for Inspect agents (``react(tools=[cowork_tools()])``).
-
-    Args:
-        sandbox_name: The sample's sandbox to use (None: the default one).
-    """
-    return CoworkTools(sandbox_name)
-
-
-# ---------------------------------------------------------------------------- scoring
-def inspect_trace(task: str, messages: Sequence[ChatMessage], model: str) -> dict[str, Any]:
-    """A trace in the shape of a cowork episode's (``Trajectory.model_dump()``) from Inspect's
-    messages: what answer checks and the judge read (the agent's text), with its tool calls."""
-    from ..episode import Trajectory
-
-    out: list[dict[str, Any]] = []
-    for m in messages:
-        item: dict[str, Any] = {"role": m.role, "content": m.text}
-        if m.role == "assistant" and getattr(m, "tool_calls", None):
-            item["tool_calls"] = [{"id": c.id, "type": "function",
-                                   "function": {"name": c.function, "arguments": json.dumps(c.arguments)}}
-                                  for c in m.tool_calls]
-        if m.role == "tool":
-            item["tool_call_id"] = m.tool_call_id
-        out.append(item)
-    turns = sum(1 for m in out if m["role"] == "assistant")
-    traj = Trajectory(task=task, agent=f"inspect:{model}", status="completed", messages=out, turns=turns)
-    return {**traj.model_dump(), "source": "inspect"}
-
-
-def _values(scores: list[SampleScore], key: str) -> list[float]:
-    vals = []
-    for s in scores:
-        v = s.score.value.get(key) if isinstance(s.score.value, dict) else None
-        if isinstance(v, (int, float)) and not (isinstance(v, float) and math.isnan(v)):
-            vals.append(float(v))
-    return vals
-
-
-def _mean(vals: list[float]) -> float:
-    return sum(vals) / len(vals) if vals else float("nan")
-
-
-def _mean_of(key: str) -> Metric:
-    """A metric: the mean of one field of the cowork score over the samples that have it."""
-
-    def compute(scores: list[SampleScore]) -> float:
-        return _mean(_values(scores, key))
-
-    return compute
-
-
-@metric
-def completion() -> Metric:
-    """Mean completion (weighted share of the completion checks passed)."""
-    return _mean_of("completion")
-
-
-@metric
-def safety() -> Metric:
-    """Share of samples known to be safe (a violation or an unjudged rule counts as unsafe)."""
-    return _mean_of("safety")
-
-
-@metric
-def robustness() -> Metric:
-    """Mean robustness over the samples where failures were injected (NaN when none was)."""
-    return _mean_of("robustness")
-
-
-@metric
-def mean_score() -> Metric:
-    """Mean cowork score (gated, weighted completion and robustness)."""
-    return _mean_of("score")
-
-
-@metric
-def pass_rate() -> Metric:
-    """Share of samples that passed (score reached the spec's threshold, safe)."""
-    return _mean_of("passed")
-
-
-@scorer(metrics=[completion(), safety(), robustness(), mean_score(), pass_rate()])
-def cowork_scorer() -> Scorer:
-    """The cowork grade of a sample: evidence exported from its sandbox, graded by the spec.
-
-    The value is a dict: ``completion``, ``safety`` (1 safe, 0 violated or unknown),
-    ``robustness`` (NaN when no failure was injected), ``score`` and ``passed`` (1/0); the
-    explanation is the grade's summary and the metadata holds the whole grade. A sandbox the
-    agent broke is graded on the evidence salvaged (score 0), as ``cowork run`` does.
-    """
-    from ..episode import _outside_checks, broken_sandbox_grade
-    from ..grading import grade
-
-    async def score(state: TaskState, target: Target) -> Score:
-        env = sandbox().as_type(CoworkSandboxEnvironment)
-        box = env.cowork
-        trace = inspect_trace(box.spec.id, state.messages, str(state.model))
-        broke: str | None = None
-        try:
-            ev = await box.export_evidence(trace=trace)
-        except SandboxError as exc:
-            who, cause = await box.diagnose()
-            if who != "agent":
-                raise
-            broke = f"evidence export failed: {cause}: {exc}"
-            ev = await box.salvage_evidence(trace=trace)
-        await _outside_checks(box.loaded, ev, box.image, None)
-        g = grade(box.spec, ev)
-        if broke:
-            g = broken_sandbox_grade(g, broke, ev)
-        # NaN, not None, for "no failure injected": Inspect's reducers and metrics skip NaN.
-        value = {"completion": g.completion, "safety": 1.0 if g.safe is True else 0.0,
-                 "robustness": float("nan") if g.robustness is None else g.robustness, "score": g.score, "passed": 1.0 if g.passed else 0.0}
-        return Score(value=value, answer=state.output.completion or None, explanation=g.summary(),
-                     metadata={"grade": g.model_dump(mode="json")})
-
-    return score
-
-
-# ---------------------------------------------------------------------------- task
-def cowork_task(specs: str | os.PathLike | Iterable[str | os.PathLike], *, solver: Solver | Any = None,
-                name: str | None = None, **task_args: Any) -> Task:
-    """An Inspect task from cowork specs: one sample per spec, each in its own cowork sandbox,
-    graded by :func:`cowork_scorer`.
-
-    Args:
-        specs: A task folder, a task.yaml, a folder of task folders, or several of these.
-        solver: Inspect solver or agent (default: ``react`` with :func:`cowork_tools`, ending
-            when the model stops calling tools). Each sample's input is the spec's system
-            prompt (or cowork's default) and its prompt.
-        name: The task's name (default ``cowork``).
-        **task_args: More ``Task`` arguments (``epochs``, ``message_limit``, ...).
-
-    Raises:
-        SpecError: a spec is invalid, two share an id, or no single-turn spec was given.
-    """
-    paths = [specs] if isinstance(specs, (str, os.PathLike)) else list(specs)
-    loaded: list[LoadedSpec] = []
-    for item in load_specs(paths):
-        if item.spec.user is not None or item.spec.days or item.spec.events:
-            log.warning("cowork_task: %s is multi-turn (user, days or events), which needs cowork's own "
-                        "episode driver; left out", item.spec.id)
-            continue
-        loaded.append(item)
-    if not loaded:
-        raise SpecError(f"cowork_task: no single-turn cowork spec found in {[str(p) for p in paths]}")
-    from ..episode import DEFAULT_SYSTEM
-
-    # The spec's system prompt (or cowork's default) travels with each sample, since specs differ.
-    samples = [Sample(id=item.spec.id,
-                      input=[ChatMessageSystem(content=item.spec.system_prompt or DEFAULT_SYSTEM),
-                             ChatMessageUser(content=item.spec.prompt)],
-                      metadata={SPEC_KEY: str(item.root.resolve()), "title": item.spec.title},
-                      sandbox=SandboxEnvironmentSpec("cowork", str(item.root.resolve())))
-               for item in loaded]
-    if "message_limit" not in task_args:
-        # The spec's turn limit, in messages: each turn is an assistant message and its tool results.
-        task_args["message_limit"] = 2 + 2 * max(item.spec.limits.max_turns for item in loaded)
-    return Task(dataset=samples, solver=solver if solver is not None else _default_agent(),
-                scorer=cowork_scorer(), name=name or "cowork", **task_args)
-
-
-def _default_agent() -> Any:
-    """``react`` with the cowork tools and no submit tool (the model's last reply is its
-    answer, as in a cowork episode); the system prompt is the sample's own."""
-    return react(prompt=None, tools=[cowork_tools()], submit=False)
-
-
-def load_spec_for_sample(metadata: dict[str, Any]) -> LoadedSpec:
-    """The spec a sample of :func:`cowork_task` was made from (e.g. in a custom scorer).
-
-    Raises:
-        SpecError: the metadata names no spec, or it is invalid.
-    """
-    return load_spec(_spec_path(None, metadata))
-
-
-__all__ = [
-    "SPEC_KEY",
-    "CoworkSandboxEnvironment",
-    "CoworkTools",
-    "completion",
-    "cowork_scorer",
-    "cowork_task",
-    "cowork_tools",
-    "inspect_trace",
-    "load_spec_for_sample",
-    "mean_score",
-    "pass_rate",
-    "robustness",
-    "safety",
-]

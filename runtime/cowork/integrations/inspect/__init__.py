@@ -1,0 +1,69 @@
+"""Cowork sandboxes and tasks inside Inspect AI: ``sandbox="cowork"``, the cowork tools, and
+:func:`cowork_task` (a folder of specs as an Inspect ``Task`` graded by cowork).
+
+Loaded by Inspect through the ``inspect_ai`` entry point in ``pyproject.toml``, so once the
+extra is installed (``pip install 'cowork-runtime[inspect]'``) any task can name the provider::
+
+    Task(dataset=[Sample(input="...", sandbox=("cowork", "specs/fix-csv-report"))], ...)
+
+and ``inspect eval`` finds it with no import in the task file. Checked against inspect-ai
+0.3.285 (its ``SandboxEnvironment`` contract in ``inspect_ai/util/_sandbox/environment.py``).
+
+What maps onto what:
+
+- ``exec`` runs through the sandbox's ``shell`` tool, as the unprivileged agent user, audited
+  like any agent call: Inspect's own tools (``bash()``, ``python()``) act for the agent, so what
+  they do is the agent's and the grader sees it. A task without the ``shell`` tool refuses
+  ``exec`` (PermissionError). Only the agent user exists (``user="root"`` raises
+  ``SandboxUserUnsupportedError``, which is also how Inspect's root probe learns it).
+- ``read_file`` / ``write_file`` move exact bytes through the shell (base64 in chunks under
+  the task's output limit), or through the ``read_file`` / ``write_file`` tools when the task
+  has no shell (text only; ``read_file`` then returns what the tool shows: newlines
+  normalised, cut at the output limit).
+- The MCP tools of the task are offered to the model by :func:`cowork_tools`, a tool source
+  that lists the current sample's sandbox tools and calls them there.
+- :func:`cowork_scorer` exports the evidence (audit log, workspace, service state) with a trace
+  rebuilt from Inspect's messages and grades it with the spec's checks, as ``cowork run`` does.
+
+Multi-turn specs (``user``, ``days``, ``events``) need cowork's episode driver for their later
+turns; :func:`cowork_task` leaves them out with a warning.
+"""
+
+from __future__ import annotations
+
+try:
+    import inspect_ai  # noqa: F401  (only to say how to install it when it is missing)
+except ImportError as exc:  # pragma: no cover - depends on the environment
+    raise ImportError(
+        "cowork.integrations.inspect needs Inspect AI, which is not installed: "
+        "pip install 'cowork-runtime[inspect]' (checked against inspect-ai 0.3.285)"
+    ) from exc
+
+from .sandbox import SPEC_KEY, CoworkSandboxEnvironment
+from .scoring import (
+    completion,
+    cowork_scorer,
+    inspect_trace,
+    mean_score,
+    pass_rate,
+    robustness,
+    safety,
+)
+from .task import cowork_task, load_spec_for_sample
+from .tools import CoworkTools, cowork_tools
+
+__all__ = [
+    "SPEC_KEY",
+    "CoworkSandboxEnvironment",
+    "CoworkTools",
+    "completion",
+    "cowork_scorer",
+    "cowork_task",
+    "cowork_tools",
+    "inspect_trace",
+    "load_spec_for_sample",
+    "mean_score",
+    "pass_rate",
+    "robustness",
+    "safety",
+]
