@@ -17,6 +17,7 @@ from cowork.evidence import Evidence
 from cowork.grading.checks import assistant_texts
 from cowork.integrations import inspect as plugin
 from cowork.integrations.inspect.sandbox import _spec_path, _split_marked
+from cowork.integrations.inspect.tools import _inline_refs
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
 from inspect_ai.scorer import SampleScore, Score
 from inspect_ai.tool import ToolCall
@@ -114,3 +115,14 @@ class TestTraceAndMetrics:
         assert plugin.safety()(scores) == 0.5
         assert math.isnan(plugin.robustness()(scores))
         assert plugin.robustness()([*scores, sample(0.0, 1.0, 0.25)]) == 0.25
+
+
+def test_tool_schemas_keep_their_definitions():
+    schema = {"type": "object", "required": ["items"],
+              "properties": {"items": {"type": "array", "items": {"$ref": "#/$defs/Item"}}},
+              "$defs": {"Item": {"type": "object", "properties": {"name": {"type": "string"},
+                                                                  "child": {"$ref": "#/$defs/Item"}}}}}
+    inlined = _inline_refs(schema)
+    item = inlined["properties"]["items"]["items"]
+    assert "$defs" not in inlined and item["properties"]["name"] == {"type": "string"}
+    assert item["properties"]["child"] == {"type": "object"}  # a definition that refers to itself stops

@@ -36,13 +36,36 @@ class CoworkTools:
                 raise ToolError(r.text)
             return r.text
 
-        schema = dict(getattr(mcp_tool, "input_schema", None) or {})
+        schema = _inline_refs(dict(getattr(mcp_tool, "input_schema", None) or {}))
         schema.pop("$schema", None)
         schema.pop("title", None)
         params = ToolParams.model_validate({"type": "object", **schema, "additionalProperties": False})
         for pname, param in params.properties.items():
             param.description = param.description or pname
         return ToolDef(execute, name=name, description=mcp_tool.description or name, parameters=params).as_tool()
+
+
+def _inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema with each local ``$ref`` (``#/$defs/X``) replaced by its definition: Inspect's
+    ToolParams keeps only ``properties`` and ``required``, so the definitions would be lost.
+    A definition that refers to itself is left as an open object at the second level."""
+    defs = schema.pop("$defs", None) or schema.pop("definitions", None) or {}
+
+    def walk(node: Any, seen: tuple[str, ...]) -> Any:
+        if isinstance(node, dict):
+            ref = node.get("$ref")
+            if isinstance(ref, str) and ref.rsplit("/", 1)[-1] in defs:
+                key = ref.rsplit("/", 1)[-1]
+                if key in seen:
+                    return {"type": "object"}
+                rest = {k: v for k, v in node.items() if k != "$ref"}
+                return {**walk(defs[key], (*seen, key)), **walk(rest, seen)}
+            return {k: walk(v, seen) for k, v in node.items()}
+        if isinstance(node, list):
+            return [walk(v, seen) for v in node]
+        return node
+
+    return walk(schema, ())
 
 
 def cowork_tools(sandbox_name: str | None = None) -> CoworkTools:
