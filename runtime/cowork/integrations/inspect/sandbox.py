@@ -82,6 +82,16 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
                 await env.cowork.stop()
 
     @classmethod
+    async def cli_cleanup(cls, id: str | None) -> None:
+        """``inspect sandbox cleanup cowork``: remove the cowork sandboxes whose owning process
+        is gone (what ``cowork gc`` removes); sandboxes of running evals are left alone."""
+        from ...engine.client import in_thread
+        from ...engine.reaper import reap
+
+        removed = await in_thread(reap)
+        log.info("removed %d orphaned cowork sandbox(es)%s", len(removed), f": {', '.join(removed)}" if removed else "")
+
+    @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> Any:
         """Configs are spec paths (plain strings); a dict config is a mistake.
 
