@@ -170,7 +170,9 @@ async def test_a_fork_bomb_does_not_outlive_its_call(spec, no_leftovers):
 async def test_background_jobs_when_allowed_still_die_before_the_export(bg_spec, no_leftovers):
     async with await Sandbox.start(bg_spec) as sb:
         await sh(sb, "setsid bash -c 'while :; do date +%N > reports/tick; sleep 0.01; done' >/dev/null 2>&1 & echo $! > /tmp/pid")
-        out = await sh(sb, "kill -0 $(cat /tmp/pid) && echo alive")
+        # The loop's first write may come late on a busy machine: wait for it.
+        out = await sh(sb, "for i in $(seq 200); do [ -s reports/tick ] && break; sleep 0.05; done; "
+                           "kill -0 $(cat /tmp/pid) && echo alive")
         assert "alive" in out["output"]                                # allowed between calls
         ev = await sb.export_evidence()
         out = await sh(sb, "kill -0 $(cat /tmp/pid) 2>/dev/null && echo alive; cat reports/tick")
