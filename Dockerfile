@@ -34,7 +34,10 @@ RUN python3 -m venv /opt/cowork/venv \
 COPY cowork/ /opt/cowork/lib/cowork/
 # Byte-code without column tables (-X no_debug_ranges): smaller code objects, so less
 # memory per idle sandbox; tracebacks keep their line numbers, only lose the ^^^ markers.
+# The tool catalog: every tool as fastmcp lists it, so the server answers tools/list
+# without importing fastmcp (server.catalog).
 RUN /opt/cowork/venv/bin/python -X no_debug_ranges -m compileall -q -f /opt/cowork/lib /opt/cowork/venv/lib \
+ && PYTHONPATH=/opt/cowork/lib FASTMCP_CHECK_FOR_UPDATES=off /opt/cowork/venv/bin/python -m cowork.server.catalog /opt/cowork/catalog.json \
  && chmod -R go-w /opt/cowork
 
 ENV PYTHONPATH=/opt/cowork/lib \

@@ -35,11 +35,11 @@ class InMemorySandbox:
         self.spec, self.mcp = spec, mcp
 
     async def list_tools(self):
-        async with Client(self.mcp) as c:
+        async with Client(self.mcp.fastmcp()) as c:
             return await c.list_tools()
 
     async def call_tool(self, name, args, timeout=None):
-        async with Client(self.mcp) as c:
+        async with Client(self.mcp.fastmcp()) as c:
             r = await c.call_tool(name, args, raise_on_error=False)
         return ToolResult(tool=name, args=args, is_error=r.is_error, text=r.content[0].text, duration_ms=0.0)
 

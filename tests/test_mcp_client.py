@@ -22,7 +22,7 @@ async def server(tmp_path):
     audit = AuditLog(str(tmp_path / "audit.jsonl"))
     mcp, fs = build_app(ServerConfig(workspace=WorkspaceConfig(root=str(tmp_path / "ws"))), audit)
     sock = str(tmp_path / "mcp.sock")
-    srv = uvicorn.Server(uvicorn.Config(mcp.http_app(path="/mcp", json_response=True), uds=sock,
+    srv = uvicorn.Server(uvicorn.Config(mcp.fastmcp().http_app(path="/mcp", json_response=True), uds=sock,
                                         log_level="warning", lifespan="on"))
     task = asyncio.create_task(srv.serve())
     while not srv.started:

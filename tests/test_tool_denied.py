@@ -34,7 +34,7 @@ def app(tmp_path):
 
 
 async def calls(mcp, *made):
-    async with Client(mcp) as c:
+    async with Client(mcp.fastmcp()) as c:
         return [await c.call_tool(name, args, raise_on_error=False) for name, args in made]
 
 

@@ -25,7 +25,8 @@ GENESIS_HASH = "0" * 64
 #: Where things live inside a sandbox container.
 WORKSPACE_DIR = "/workspace"
 RUN_DIR = "/run/cowork"  # bind-mounted from the host; root-only (0700)
-MCP_SOCKET = "mcp.sock"
+MCP_SOCKET = "mcp.sock"  # streamable HTTP, for external clients (fastmcp loaded on the first connection)
+RPC_SOCKET = "rpc.sock"  # newline-delimited JSON-RPC, the host's own path (server.rpc)
 CONTROL_SOCKET = "control.sock"
 AUDIT_LOG = "audit.jsonl"
 EXPORT_DIR = "export"

@@ -157,3 +157,108 @@ def _response_message(resp: Any, rid: int) -> dict[str, Any]:
                     return msg
         raise McpError(f"no response to request {rid} in the event stream")
     return resp.json()
+
+
+class RpcMcpClient:
+    """The host's own path: newline-delimited JSON-RPC over the sandbox's ``rpc.sock``.
+
+    One connection, many calls in flight (answers matched by ``id``), no HTTP: a call is one
+    line out and one line back (see server.rpc). Same interface as :class:`LeanMcpClient`.
+    A connection that breaks fails every pending call with an :class:`McpError` without
+    ``rpc_code`` (the sandbox stopped answering); the next call reconnects once.
+    """
+
+    def __init__(self, socket_path: str):
+        self._path = socket_path
+        self._ids = itertools.count(1)
+        self._pending: dict[int, Any] = {}
+        self._writer: Any = None
+        self._reader_task: Any = None
+        self.server_info: dict[str, Any] = {}
+
+    async def __aenter__(self) -> "RpcMcpClient":
+        await self.initialize()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    async def initialize(self) -> dict[str, Any]:
+        result = await self._request("server/discover", {})
+        self.server_info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
+        return result
+
+    async def list_tools(self) -> list[Any]:
+        """All tools, as ``mcp.types.Tool`` objects (the same type the fastmcp client returns)."""
+        from mcp.types import Tool
+
+        result = await self._request("tools/list", {})
+        return [Tool.model_validate(t) for t in result.get("tools", [])]
+
+    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Call a tool; returns the raw result (``content``, ``structuredContent``, ``isError``)."""
+        return await self._request("tools/call", {"name": name, "arguments": arguments})
+
+    async def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            self._reader_task = None
+        self._fail_pending("the connection was closed")
+
+    async def _connect(self) -> None:
+        import asyncio
+
+        reader, self._writer = await asyncio.open_unix_connection(self._path, limit=64 << 20)
+        self._reader_task = asyncio.ensure_future(self._read(reader))
+
+    async def _read(self, reader: Any) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line:
+                    break
+                msg = json.loads(line)
+                fut = self._pending.pop(msg.get("id"), None)
+                if fut is not None and not fut.done():
+                    fut.set_result(msg)
+        except Exception as exc:  # noqa: BLE001 - whatever broke, pending calls learn of it
+            self._fail_pending(f"reading the sandbox's answer failed: {exc!r}")
+            return
+        self._fail_pending("the sandbox closed the connection")
+
+    def _fail_pending(self, why: str) -> None:
+        pending, self._pending = self._pending, {}
+        for fut in pending.values():
+            if not fut.done():
+                fut.set_exception(McpError(why))
+
+    async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        import asyncio
+
+        rid = next(self._ids)
+        try:
+            # ASCII-escaped, NaN refused: the wire form of formats.check_arguments. A lone
+            # surrogate travels as a \\udXXX escape instead of failing to encode as UTF-8.
+            body = json.dumps({"jsonrpc": "2.0", "id": rid, "method": method, "params": params},
+                              ensure_ascii=True, allow_nan=False, separators=(",", ":"))
+        except (ValueError, TypeError, RecursionError) as exc:
+            raise McpError(f"invalid params for {method}: {exc}", rpc_code=-32602) from None
+        if self._writer is None or self._reader_task is None or self._reader_task.done():
+            try:
+                await self._connect()
+            except OSError as exc:
+                raise McpError(f"cannot connect to {self._path}: {exc}") from None
+        fut = asyncio.get_running_loop().create_future()
+        self._pending[rid] = fut
+        try:
+            self._writer.write(body.encode("ascii") + b"\n")
+            message = await fut
+        finally:
+            self._pending.pop(rid, None)
+        if "error" in message:
+            err = message["error"]
+            raise McpError(f"{err.get('message')}", rpc_code=err.get("code"))
+        return message.get("result") or {}

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict
 from . import settings
 from .errors import SandboxError, SandboxStartTimeout
 from .evidence import Evidence
-from .formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET
+from .formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET, RPC_SOCKET
 from .mcp_client import McpError
 from .spec.loader import LoadedSpec, load_spec
 
@@ -194,9 +194,13 @@ class Sandbox:
         )
 
     async def _connect(self) -> None:
-        from .mcp_client import LeanMcpClient
+        from .mcp_client import LeanMcpClient, RpcMcpClient
 
-        self._client = await self._stack.enter_async_context(LeanMcpClient(str(self.socket_path)))
+        # The host's own path (newline-delimited JSON-RPC, server.rpc); an image from before
+        # it has only the streamable HTTP socket.
+        rpc = self.run_dir / RPC_SOCKET
+        client = RpcMcpClient(str(rpc)) if rpc.exists() else LeanMcpClient(str(self.socket_path))
+        self._client = await self._stack.enter_async_context(client)
 
     async def stop(self) -> None:
         """Close the MCP session and remove the container and its run dir. Idempotent."""

@@ -29,7 +29,7 @@ def env(tmp_path):
 
 
 async def run(mcp, code: str) -> dict:
-    async with Client(mcp) as c:
+    async with Client(mcp.fastmcp()) as c:
         r = await c.call_tool("python", {"code": code}, raise_on_error=False)
     assert not r.is_error, r.content[0].text
     return r.structured_content
@@ -43,14 +43,14 @@ def records(path) -> list[dict]:
 
 class TestRegistration:
     async def test_served_only_when_allowed_with_its_annotations(self, env, tmp_path):
-        async with Client(env[0]) as c:
+        async with Client(env[0].fastmcp()) as c:
             tools = {t.name: t for t in await c.list_tools()}
         ann = tools["python"].annotations
         assert (ann.read_only_hint, ann.destructive_hint, ann.idempotent_hint, ann.open_world_hint) == \
             (False, True, False, False)
         mcp, fs = build_app(ServerConfig(workspace=WorkspaceConfig(root=str(tmp_path))), AuditLog(str(tmp_path / "b")))
         try:
-            async with Client(mcp) as c:
+            async with Client(mcp.fastmcp()) as c:
                 assert "python" not in {t.name for t in await c.list_tools()}
         finally:
             fs.close()

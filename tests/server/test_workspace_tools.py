@@ -38,7 +38,7 @@ def env(tmp_path):
 
 
 async def call(mcp, name, args):
-    async with Client(mcp) as c:
+    async with Client(mcp.fastmcp()) as c:
         return await c.call_tool(name, args, raise_on_error=False)
 
 
@@ -48,7 +48,7 @@ def text(r) -> str:
 
 class TestWorkspaceTools:
     async def test_lists_exactly_the_workspace_tools_with_annotations(self, env):
-        async with Client(env[0]) as c:
+        async with Client(env[0].fastmcp()) as c:
             tools = {t.name: t for t in await c.list_tools()}
         assert set(tools) == set(WORKSPACE_TOOLS)
         assert tools["read_file"].annotations.read_only_hint is True
@@ -57,7 +57,7 @@ class TestWorkspaceTools:
     async def test_allow_list_limits_tools(self, tmp_path):
         audit = AuditLog(str(tmp_path / "a.jsonl"))
         mcp, fs = build_app(ServerConfig(tools=["read_file"], workspace=WorkspaceConfig(root=str(tmp_path))), audit)
-        async with Client(mcp) as c:
+        async with Client(mcp.fastmcp()) as c:
             assert [t.name for t in await c.list_tools()] == ["read_file"]
             r = await c.call_tool("shell", {"command": "true"}, raise_on_error=False)
         assert r.is_error

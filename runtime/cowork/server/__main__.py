@@ -19,6 +19,7 @@ import sys
 import time
 import warnings
 
+from .. import __version__
 from .. import formats as F
 from .actors import Actors
 from .agentfs import AgentFS
@@ -26,6 +27,7 @@ from .app import ServerConfig, build_app
 from .audit import AuditLog, audit_budget
 from .control import ExportLimits, export_workspace, serve_control
 from .reset import Episodes
+from .rpc import RpcServer
 from .workspace_tools import WorkspaceConfig, WorkspaceTools
 
 log = logging.getLogger("cowork.server")
@@ -133,7 +135,7 @@ def _settle() -> None:
 
 
 def _bind_unix(path: str) -> socket.socket:
-    """The MCP listening socket, bound here rather than by uvicorn: uvicorn chmods it to 0666,
+    """The HTTP listening socket, bound here rather than by uvicorn: uvicorn chmods it to 0666,
     which gVisor's host sockets refuse; the run dir around it is root-only (0700) anyway."""
     with contextlib.suppress(FileNotFoundError):
         os.unlink(path)
@@ -142,6 +144,66 @@ def _bind_unix(path: str) -> socket.socket:
     with contextlib.suppress(PermissionError):
         os.chmod(path, 0o600)
     return sock
+
+
+class LazyHttp:
+    """Streamable HTTP on ``mcp.sock`` for external clients, loaded when the first one connects.
+
+    The listening socket is bound and listening from the start, so a client's connection
+    waits in the backlog; the first one makes the server import fastmcp and uvicorn (in a
+    thread, ~0.6 s, while the host's calls go on over rpc.sock), build the FastMCP app from
+    the same tool host and serve the socket from then on. A sandbox no external client
+    touches never imports them: start-up and idle memory are the tool host's alone.
+    """
+
+    def __init__(self, host, listener: socket.socket):
+        self.host = host
+        self.listener = listener
+        self.server = None
+        self._task: asyncio.Task | None = None
+
+    def arm(self) -> None:
+        self.listener.setblocking(False)
+        asyncio.get_running_loop().add_reader(self.listener.fileno(), self._first)
+
+    def _first(self) -> None:
+        asyncio.get_running_loop().remove_reader(self.listener.fileno())
+        self._task = asyncio.create_task(self._serve())
+
+    async def _serve(self) -> None:
+        try:
+            await asyncio.to_thread(_import_http)
+            import uvicorn
+
+            # json_response: a tool call's answer comes back as one JSON body instead of an SSE
+            # stream; sessions stay stateful. Named implementations instead of "auto": no probing
+            # for uvloop/httptools, no websockets import; no proxy headers on a private socket.
+            app = self.host.fastmcp().http_app(path="/mcp", json_response=True)
+            self.server = uvicorn.Server(uvicorn.Config(
+                app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1, access_log=False,
+                loop="asyncio", http="h11", ws="none", proxy_headers=False,
+            ))
+            # startup/main_loop/shutdown rather than serve(): serve() would take over SIGTERM.
+            await self.server.startup(sockets=[self.listener])
+            await self.server.main_loop()
+            await self.server.shutdown(sockets=[self.listener])
+        except Exception:  # noqa: BLE001 - the host's path stays up; the client sees its connection fail
+            log.exception("the streamable HTTP app could not start")
+
+    async def close(self) -> None:
+        if self.server is not None:
+            self.server.should_exit = True
+        if self._task is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._task, 3)
+        with contextlib.suppress(Exception):
+            asyncio.get_running_loop().remove_reader(self.listener.fileno())
+        self.listener.close()
+
+
+def _import_http() -> None:
+    import fastmcp  # noqa: F401
+    import uvicorn  # noqa: F401
 
 
 async def main() -> int:
@@ -170,24 +232,18 @@ async def main() -> int:
     audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
     audit.exported_at = audit.count  # nothing of an episode to lose yet
 
-    import uvicorn  # after seeding: the import is the slow part of start-up
-
-    # json_response: a tool call's answer comes back as one JSON body instead of an SSE
-    # stream (fewer bytes and events per call); sessions stay stateful.
-    app = mcp.http_app(path="/mcp", json_response=True)
     sock = os.path.join(run_dir, F.MCP_SOCKET)
-    # Name the implementations instead of "auto": no probing for uvloop/httptools, no
-    # websockets import (MCP does not use them); no proxy headers on a private socket.
-    server = uvicorn.Server(uvicorn.Config(
-        app, uds=sock, log_level="warning", lifespan="on", timeout_graceful_shutdown=1,
-        access_log=False, loop="asyncio", http="h11", ws="none", proxy_headers=False,
-    ))
     listener = _bind_unix(sock)
+    listener.listen(128)  # connections queue until the HTTP app is up (see LazyHttp)
+    http = LazyHttp(mcp, listener)
+    rpc = RpcServer(mcp, version=__version__)
+    await rpc.start(os.path.join(run_dir, F.RPC_SOCKET))
+    stop = asyncio.Event()
     started = time.time()
 
     async def ping(_: dict) -> dict:
-        return {"task": cfg.task_id, "mcp_ready": bool(server.started), "audit_count": audit.count,
-                "audit_last_hash": audit.last_hash, "uptime_s": time.time() - started}
+        return {"task": cfg.task_id, "mcp_ready": True, "http_loaded": http.server is not None,
+                "audit_count": audit.count, "audit_last_hash": audit.last_hash, "uptime_s": time.time() - started}
 
     episodes: Episodes | None = None
 
@@ -209,7 +265,7 @@ async def main() -> int:
             audit.paused = False
 
     async def shutdown(_: dict) -> dict:
-        server.should_exit = True
+        stop.set()
         return {}
 
     async def reseed() -> None:
@@ -229,11 +285,14 @@ async def main() -> int:
     control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET), ops)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, lambda: setattr(server, "should_exit", True))
+        loop.add_signal_handler(sig, stop.set)
+    http.arm()
     _settle()
     try:
-        await server.serve(sockets=[listener])
+        await stop.wait()
     finally:
+        rpc.close()
+        await http.close()
         control.close()
         fs.close()
         audit.close()

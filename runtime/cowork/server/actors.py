@@ -2,7 +2,7 @@
 
 The host sends an ``act`` control request between the agent's turns (a user turn's actions,
 a world event, the clock moving to the next day). Each action runs here, in the container,
-through the same tool code the agent's calls use, but on a separate, unexposed FastMCP app
+through the same tool code the agent's calls use, but on a separate, unexposed tool host
 that holds every tool (the user may do what the agent is not allowed to), behind the same
 audit middleware. Every record written meanwhile carries ``actor: user`` or ``actor: world``
 (audit.ACTOR), so graders tell the agent's actions from the task's.
@@ -22,7 +22,13 @@ import stat
 from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable
 
-from fastmcp import FastMCP
+
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
+
+    from .host import ToolHost
 
 from ..formats import WORKSPACE_TOOLS
 from .audit import ACTOR, AuditLog, AuditMiddleware
@@ -104,12 +110,14 @@ class Actors:
         self.services = services
         self.drain = drain
         self.agent_uid = agent_uid
-        self._mcp: FastMCP | None = None
+        self._mcp: ToolHost | None = None
 
-    def _app(self) -> FastMCP:
+    def _app(self) -> ToolHost:
         """Every tool, built on first use (most tasks never need it)."""
         if self._mcp is None:
-            mcp = FastMCP(name="cowork-actors")
+            from .host import ToolHost
+
+            mcp = ToolHost(name="cowork-actors")
             mcp.add_middleware(AuditMiddleware(self.audit))
             self._register_ws.register(mcp, set(WORKSPACE_TOOLS))
             if self.services is not None:

@@ -1,15 +1,14 @@
-"""Builds the in-container FastMCP app: allowed tools behind the audit middleware."""
+"""Builds the in-container tool host: allowed tools behind the audit middleware."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from fastmcp import FastMCP
-
 from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
 from .agentfs import AgentFS
 from .audit import AuditLog, AuditMiddleware
 from .forkfs import ForkFS, per_thread_fsuid_works
+from .host import ToolHost
 from .workspace_tools import WorkspaceConfig, WorkspaceTools
 
 
@@ -22,18 +21,18 @@ class ServerConfig:
     workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
 
 
-def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[FastMCP, AgentFS | ForkFS]:
-    """Create the MCP server for one sandbox.
+def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | ForkFS]:
+    """Create the tool host for one sandbox (``host.fastmcp()`` is the same as a FastMCP app).
 
     Args:
         cfg: Which tools to serve and how.
         audit: The log every tool call is written to.
 
     Returns:
-        The FastMCP app and the file-access pool it uses (close it at shutdown): AgentFS
+        The tool host and the file-access pool it uses (close it at shutdown): AgentFS
         where threads can take the agent's filesystem ids, ForkFS where they cannot (gVisor).
     """
-    mcp = FastMCP(
+    mcp = ToolHost(
         name=f"cowork:{cfg.task_id}",
         instructions="Tools of a cowork sandbox. Files live under /workspace.",
     )

@@ -24,8 +24,8 @@ import time
 from contextvars import ContextVar
 from typing import Any, Callable
 
-from fastmcp.exceptions import ToolError
-from fastmcp.server.middleware import Middleware
+from .errors import FastmcpMiddleware, ToolError
+
 
 from ..formats import (GENESIS_HASH, PYTHON_TOOL, WORKSPACE_TOOLS, ArgumentsRefused, audited_arguments,
                        canonical_json, check_arguments, has_surrogates, replace_surrogates, seal, string_digest)
@@ -285,7 +285,7 @@ def _compact_result(record: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-class AuditMiddleware(Middleware):
+class AuditMiddleware(FastmcpMiddleware):
     """Audits every tool call: a ``tool_call`` record before it runs, a ``tool_result`` after.
 
     It also enforces the argument rule shared with the host (formats.check_arguments): a

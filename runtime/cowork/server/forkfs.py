@@ -54,7 +54,7 @@ def per_thread_fsuid_works(uid: int, gid: int) -> bool:
 
 def _rebuild(kind: str, message: str) -> BaseException:
     if kind == "ToolError":
-        from fastmcp.exceptions import ToolError
+        from .errors import ToolError
 
         return ToolError(message)
     if kind in _KNOWN:

@@ -27,8 +27,12 @@ import socket
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
+
+from .errors import ToolError
 from pydantic import Field
 
 from ..formats import MAX_ARGUMENTS_BYTES, PYTHON_TOOL

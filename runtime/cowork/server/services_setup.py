@@ -7,7 +7,11 @@ import os
 from datetime import datetime
 from typing import Any, Awaitable, Callable
 
-from fastmcp import FastMCP
+
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
 
 from ..formats import EXPORT_DIR
 from ..services.base import ServiceContext, limit_growth, open_db

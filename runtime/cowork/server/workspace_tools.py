@@ -18,8 +18,12 @@ from dataclasses import dataclass
 from typing import Annotated
 
 import re2
-from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
+
+from .errors import ToolError
 from pydantic import Field
 
 from .agentfs import AgentFS

@@ -19,8 +19,12 @@ from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
+
+from ..server.errors import ToolError
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 from .addresses import check_address

@@ -14,8 +14,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from fastmcp.exceptions import ToolError
-from fastmcp.server.middleware import Middleware
+from ..server.errors import FastmcpMiddleware, ToolError
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .catalog import SERVICE_TOOLS, TOOL_SERVICE
@@ -138,7 +138,7 @@ class FaultInjector:
                      latency_ms=rule.latency_ms if kind == "latency" else None)
 
 
-class FaultMiddleware(Middleware):
+class FaultMiddleware(FastmcpMiddleware):
     """Applies a FaultInjector to service tool calls and audits every injected fault.
 
     Add it after the audit middleware, so the audit log also shows the failed call.

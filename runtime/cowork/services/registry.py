@@ -7,8 +7,12 @@ import json
 from types import ModuleType
 from typing import Any
 
-from fastmcp import FastMCP
 from pydantic import BaseModel, ConfigDict
+
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
 
 from ..formats import canonical_json
 from . import calendar, chat, config, contacts, crm, documents, expenses, inventory, kb, mail, news, scheduler, tickets, todo

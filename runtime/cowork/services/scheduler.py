@@ -5,8 +5,12 @@ from __future__ import annotations
 import re
 from typing import Annotated, Any, Literal
 
-from fastmcp import FastMCP
-from fastmcp.exceptions import ToolError
+from typing import TYPE_CHECKING as _TYPING
+
+if _TYPING:
+    from fastmcp import FastMCP
+
+from ..server.errors import ToolError
 from pydantic import AfterValidator, Field, model_validator
 
 from .base import (Email, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store, check_ref, check_unique,
