@@ -2,7 +2,7 @@
 pool figures.
 
 Everything is measured in one run on the machine it runs on, against the baselines of the
-same run (``docker exec``, ``docker run --rm``), and checked against the targets of issue 5.
+same run (``docker exec``, ``docker run --rm``), and checked against the targets (the second performance rung where it set one).
 Every container it starts carries the usual owner labels; it removes them all on the way
 out, also on Ctrl-C or SIGTERM, and the reaper removes them if the process dies.
 """

@@ -184,11 +184,15 @@ class LazyHttp:
                 loop="asyncio", http="h11", ws="none", proxy_headers=False,
             ))
             # startup/main_loop/shutdown rather than serve(): serve() would take over SIGTERM.
+            config = self.server.config
+            config.load()
+            self.server.lifespan = config.lifespan_class(config)
             await self.server.startup(sockets=[self.listener])
             await self.server.main_loop()
             await self.server.shutdown(sockets=[self.listener])
         except Exception:  # noqa: BLE001 - the host's path stays up; the client sees its connection fail
             log.exception("the streamable HTTP app could not start")
+            self.listener.close()  # waiting clients see the connection refused rather than hang
 
     async def close(self) -> None:
         if self.server is not None:
