@@ -1,6 +1,7 @@
 """From inside the sandbox, as the agent: the evidence, the socket and the hidden parts of the
 spec are out of reach; there is no network; only /workspace and /tmp are writable."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,25 @@ class TestAgentCannotTouchEvidence:
         lines = out["output"].split("\n")
         assert lines[:2] == ["1000", "1000"]
         assert "CapEff:\t0000000000000000" in out["output"] and "CapPrm:\t0000000000000000" in out["output"]
+
+    async def test_every_id_is_the_agents_and_root_cannot_be_taken_back(self, sb):
+        # Agent commands start by vfork from a server thread holding the agent's ids, root
+        # kept as its saved id: the exec must leave nothing of root (saved ids, groups, caps).
+        out = await sh(sb, "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status; "
+                           "python3 -c 'import os; os.setresuid(0, 0, 0)' 2>&1 | tail -1; "
+                           "python3 -c 'import os; os.setresgid(0, 0, 0)' 2>&1 | tail -1; "
+                           "python3 -c 'import os; print(os.getresuid(), os.getresgid(), os.getgroups())'")
+        text = out["output"]
+        assert "Uid:\t1000\t1000\t1000\t1000" in text and "Gid:\t1000\t1000\t1000\t1000" in text
+        assert re.search(r"^Groups:\s*$", text, re.M), text
+        for cap in ("CapInh", "CapPrm", "CapEff", "CapAmb"):
+            assert f"{cap}:\t0000000000000000" in text, cap
+        assert "NoNewPrivs:\t1" in text
+        assert text.count("PermissionError") == 2
+        assert "(1000, 1000, 1000) (1000, 1000, 1000) []" in text
+        # the server's own threads are root again after the spawn: a file tool still reads as the agent
+        again = await sh(sb, "id -u")
+        assert again["output"].strip() == "1000"
 
     @pytest.mark.parametrize("command", [
         "cat /run/cowork/audit.jsonl",
