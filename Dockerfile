@@ -32,6 +32,9 @@ RUN python3 -m venv /opt/cowork/venv \
  && rm -rf /tmp/wheelhouse
 
 COPY cowork/ /opt/cowork/lib/cowork/
+# cowork-asagent (server/asagent.c, built on the host; absent without a C compiler there):
+# drops to the agent's ids and execs, as setpriv does, without a dynamic loader.
+COPY bin/ /opt/cowork/bin/
 # Byte-code without column tables (-X no_debug_ranges): smaller code objects, so less
 # memory per idle sandbox; tracebacks keep their line numbers, only lose the ^^^ markers.
 # The tool catalog: every tool as fastmcp lists it, so the server answers tools/list

@@ -23,6 +23,8 @@ from .errors import SandboxError
 MODERN_VERSION = "2026-07-28"  # stateless: per-request envelope, no session
 HANDSHAKE_VERSION = "2025-11-25"  # the newest revision reached through initialize
 CLIENT_INFO = {"name": "cowork", "version": "0.1"}
+#: The rpc transport's longest line (server.rpc.MAX_LINE; not imported: the server package is the container's).
+RPC_MAX_LINE = 64 << 20
 
 
 class McpError(SandboxError):
@@ -174,6 +176,7 @@ class RpcMcpClient:
         self._pending: dict[int, Any] = {}
         self._writer: Any = None
         self._reader_task: Any = None
+        self._lock: Any = None
         self.server_info: dict[str, Any] = {}
 
     async def __aenter__(self) -> "RpcMcpClient":
@@ -208,13 +211,25 @@ class RpcMcpClient:
             self._reader_task = None
         self._fail_pending("the connection was closed")
 
+    def _connected(self) -> bool:
+        return self._writer is not None and self._reader_task is not None and not self._reader_task.done()
+
     async def _connect(self) -> None:
         import asyncio
 
-        reader, self._writer = await asyncio.open_unix_connection(self._path, limit=64 << 20)
-        self._reader_task = asyncio.ensure_future(self._read(reader))
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:  # concurrent calls after a break open one connection, not several
+            if self._connected():
+                return
+            if self._writer is not None:
+                self._writer.close()
+            reader, writer = await asyncio.open_unix_connection(self._path, limit=2 * RPC_MAX_LINE)
+            self._writer = writer
+            self._reader_task = asyncio.ensure_future(self._read(reader, writer))
 
-    async def _read(self, reader: Any) -> None:
+    async def _read(self, reader: Any, writer: Any) -> None:
+        why = "the sandbox closed the connection"
         try:
             while True:
                 line = await reader.readline()
@@ -225,9 +240,10 @@ class RpcMcpClient:
                 if fut is not None and not fut.done():
                     fut.set_result(msg)
         except Exception as exc:  # noqa: BLE001 - whatever broke, pending calls learn of it
-            self._fail_pending(f"reading the sandbox's answer failed: {exc!r}")
-            return
-        self._fail_pending("the sandbox closed the connection")
+            why = f"reading the sandbox's answer failed: {exc!r}"
+        writer.close()
+        if writer is self._writer:  # an older connection's end fails nothing of the current one
+            self._fail_pending(why)
 
     def _fail_pending(self, why: str) -> None:
         pending, self._pending = self._pending, {}
@@ -246,7 +262,7 @@ class RpcMcpClient:
                               ensure_ascii=True, allow_nan=False, separators=(",", ":"))
         except (ValueError, TypeError, RecursionError) as exc:
             raise McpError(f"invalid params for {method}: {exc}", rpc_code=-32602) from None
-        if self._writer is None or self._reader_task is None or self._reader_task.done():
+        if not self._connected():
             try:
                 await self._connect()
             except OSError as exc:

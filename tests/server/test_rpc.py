@@ -23,6 +23,10 @@ async def served(tmp_path):
     host, fs = build_app(ServerConfig(task_id="t", tools=["read_file", "write_file", "shell"],
                                       workspace=WorkspaceConfig(root=str(ws), tool_timeout_s=5)), audit)
 
+    @host.tool(name="big", description="A long answer.")
+    async def big(n: int = 10) -> str:
+        return "x" * n
+
     @host.tool(name="slow", description="Sleeps, then answers.")
     async def slow(s: float = 0.2, tag: str = "") -> dict:
         await asyncio.sleep(s)
@@ -89,7 +93,40 @@ class TestClient:
         assert err.value.rpc_code == -32602
 
 
+    async def test_concurrent_calls_after_a_break_share_one_new_connection(self, served):
+        sock, _, _ = served
+        async with RpcMcpClient(sock) as c:
+            c._writer.transport.abort()  # the connection breaks under the client
+            await asyncio.sleep(0.05)
+            got = await asyncio.gather(*[c.call_tool("slow", {"s": 0.05, "tag": str(i)}) for i in range(6)])
+            assert [g["structuredContent"]["tag"] for g in got] == [str(i) for i in range(6)]
+            first = c._writer
+            assert (await c.call_tool("slow", {"s": 0})) and c._writer is first  # no reconnect while it works
+
+
 class TestServerRobustness:
+    async def test_an_answer_over_the_line_limit_is_an_error_for_that_call_only(self, served, monkeypatch):
+        from cowork.server import rpc
+
+        sock, _, _ = served
+        monkeypatch.setattr(rpc, "MAX_LINE", 4096)
+        async with RpcMcpClient(sock) as c:
+            with pytest.raises(McpError) as err:
+                await c.call_tool("big", {"n": 10_000})
+            small = await c.call_tool("big", {"n": 10})
+        assert err.value.rpc_code == -32603 and "over the transport" in str(err.value)
+        assert small["content"][0]["text"] == "x" * 10
+
+    async def test_a_failing_method_still_gets_an_answer(self, served, monkeypatch):
+        sock, server, _ = served
+
+        def broken():
+            raise RuntimeError("catalog unreadable")
+
+        monkeypatch.setattr(server.host, "tools_wire", broken)
+        answers = await raw(sock, b'{"jsonrpc":"2.0","id":1,"method":"tools/list"}\n', answers=1)
+        assert answers[0]["error"]["code"] == -32603 and "catalog unreadable" in answers[0]["error"]["message"]
+
     async def test_bad_lines_get_errors_and_the_connection_stays_usable(self, served):
         sock, _, _ = served
         call = json.dumps({"jsonrpc": "2.0", "id": 9, "method": "tools/call",

@@ -74,6 +74,9 @@ GOOD: list[tuple[str, dict[str, Any]]] = [
     ("read_file", {"path": "notes.txt", "unexpected": True}),
     ("boom_async", {}),
     ("boom_async", {"kind": "tool"}),
+    ("not_json", {}),
+    ("not_json", {"kind": "nan"}),
+    ("not_json", {"kind": "finite"}),
     ("list_or_fail", {"n": 3}),
     ("list_or_fail", {"n": -1}),
     ("list_or_fail", {"n": "x"}),
@@ -99,6 +102,11 @@ def _server(root: str, audit_path: str) -> tuple[Any, Any, AuditLog]:
         if kind == "tool":
             raise ToolError("a tool's own words")
         raise ValueError("an unexpected failure")
+
+    @host.tool(name="not_json")
+    def not_json(kind: str = "inf") -> dict:
+        value = {"inf": float("inf"), "nan": float("nan")}.get(kind, 1.5)
+        return {"totals": {"USD": value}, "rows": [1, value]}
 
     @host.tool(name="list_or_fail")
     def list_or_fail(n: int = 0) -> list[dict]:

@@ -197,15 +197,20 @@ class ToolHost:
 
         if value is None:
             return HostResult(content=[])
+        schema = self._tool_catalog()[entry.name].get("outputSchema")
         try:
-            structured = json.loads(pydantic_core.to_json(value, fallback=str, inf_nan_mode="constants"),
-                                    parse_constant=_refuse_constant)
-        except (pydantic_core.PydanticSerializationError, ValueError) as exc:
-            raise ToolError(f"Could not serialize the return value of tool {entry.name!r} for its output "
-                            f"schema: {exc}") from exc
+            payload = pydantic_core.to_json(value, fallback=str, inf_nan_mode="constants")
+        except (pydantic_core.PydanticSerializationError, UnicodeDecodeError) as exc:
+            if schema is None:
+                return HostResult([TextBlock(str(value))])
+            raise ToolError(f"Could not serialize the return value of tool {entry.name!r} for its output schema: "
+                            f"{exc}. If this is unexpected, set the tool's output_schema to None to disable "
+                            "automatic serialization.") from exc
+        structured = json.loads(payload)
+        if b"NaN" in payload or b"Infinity" in payload:  # only then can a non-finite float be in it
+            _refuse_nonfinite(structured, "$")
         text = structured if isinstance(structured, str) else pydantic_core.to_json(structured, fallback=str).decode()
         content = [TextBlock(text)]
-        schema = self._tool_catalog()[entry.name].get("outputSchema")
         if schema is None:
             return HostResult(content, structured if isinstance(structured, dict) else None)
         if schema.get("x-fastmcp-wrap-result"):
@@ -255,8 +260,17 @@ def _bind(mw: Any, call_next: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return handler
 
 
-def _refuse_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+def _refuse_nonfinite(value: Any, where: str) -> None:
+    """ToolError naming the first NaN or infinity in a result (JSON has neither), as fastmcp words it."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        raise ToolError(f"Tool result contains a non-finite float ({value!r}) at {where}; "
+                        "JSON cannot represent NaN or Infinity")
+    if isinstance(value, dict):
+        for key, item in value.items():
+            _refuse_nonfinite(item, f"{where}.{key}")
+    elif isinstance(value, list):
+        for n, item in enumerate(value):
+            _refuse_nonfinite(item, f"{where}[{n}]")
 
 
 def _list_with_fastmcp(host: ToolHost) -> dict[str, dict[str, Any]]:

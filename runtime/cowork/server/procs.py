@@ -24,71 +24,12 @@ _libc = ctypes.CDLL(None, use_errno=True)
 #: setresuid as a raw system call: it changes the calling thread only (glibc's wrapper would
 #: change every thread of the server).
 _SYS_SETRESUID = {"x86_64": 117, "aarch64": 147, "arm64": 147}.get(platform.machine())
-_SYS_SETRESGID = {"x86_64": 119, "aarch64": 149, "arm64": 149}.get(platform.machine())
 
 
 def _setresuid_thread(ruid: int, euid: int, suid: int) -> None:
     if _SYS_SETRESUID is None or _libc.syscall(_SYS_SETRESUID, ruid, euid, suid) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"setresuid({ruid}, {euid}, {suid}) failed: {os.strerror(err)}")
-
-
-def _setresgid_thread(rgid: int, egid: int, sgid: int) -> None:
-    if _SYS_SETRESGID is None or _libc.syscall(_SYS_SETRESGID, rgid, egid, sgid) != 0:
-        err = ctypes.get_errno()
-        raise OSError(err, f"setresgid({rgid}, {egid}, {sgid}) failed: {os.strerror(err)}")
-
-
-def spawn_as_agent(uid: int, gid: int, argv: list[str], **popen: object) -> subprocess.Popen:
-    """Start ``argv`` as the agent with vfork and one exec: no setpriv, no fork of the server.
-
-    The calling thread alone takes the agent's real and effective ids (root stays its saved
-    id) for the duration of ``Popen``; the child, made by vfork, starts with that thread's
-    credentials, and its ``execve`` copies the effective ids into the saved ones and, as
-    nothing is root any more, empties every capability set: the command runs with uid and
-    gid ``uid``/``gid`` on all three, no capabilities and (the server's) empty group list,
-    exactly what ``setpriv --reuid --regid --clear-groups`` gives, without that second exec
-    (~0.9 ms). The thread takes root back before returning; if it cannot, the server stops
-    (a thread stuck as the agent must not go on).
-
-    Only for root with an empty group list (server.__main__ clears it); callers check
-    :func:`thread_ids_work` once.
-    """
-    _setresgid_thread(gid, gid, 0)
-    try:
-        _setresuid_thread(uid, uid, 0)
-        try:
-            return subprocess.Popen(argv, **popen)  # type: ignore[arg-type]
-        finally:
-            _root_again(_setresuid_thread)
-    finally:
-        _root_again(_setresgid_thread)
-
-
-def _root_again(setres) -> None:
-    try:
-        setres(0, 0, 0)
-    except OSError:
-        log.critical("could not take root's ids back after starting an agent process")
-        os._exit(70)
-
-
-def thread_ids_work(uid: int, gid: int) -> bool:
-    """True when :func:`spawn_as_agent` can run here: root, no supplementary groups, per-thread
-    id changes that can be undone, and pidfds to wait with (not under gVisor)."""
-    if os.geteuid() != 0 or os.getgroups() or not hasattr(os, "pidfd_open"):
-        return False
-    try:
-        os.close(os.pidfd_open(os.getpid()))
-        _setresgid_thread(gid, gid, 0)
-        _setresuid_thread(uid, uid, 0)
-    except OSError:
-        ok = False
-    else:
-        ok = os.geteuid() == uid  # this thread only: the others are still root
-    _root_again(_setresuid_thread)
-    _root_again(_setresgid_thread)
-    return ok and os.geteuid() == 0 and os.getegid() == 0
 
 
 def kill_agent_processes(uid: int) -> None:

@@ -27,10 +27,11 @@ log = logging.getLogger(__name__)
 
 #: The protocol revisions it speaks (the stateless one the host client prefers, and the handshake's).
 VERSIONS = ("2026-07-28", "2025-11-25", "2025-06-18")
-#: Longest request line (bytes): arguments are capped well below (formats.MAX_ARGUMENTS_BYTES).
+#: Longest line either way (bytes): arguments are capped well below (formats.MAX_ARGUMENTS_BYTES);
+#: a longer answer is replaced by a JSON-RPC error for its request.
 MAX_LINE = 64 << 20
 
-PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS = -32700, -32600, -32601, -32602
+PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
 
 
 class RpcServer:
@@ -99,6 +100,10 @@ class RpcServer:
         except _RpcError as exc:
             self._send(writer, _error(rid, exc.code, str(exc)))
             return
+        except Exception as exc:  # noqa: BLE001 - every request gets an answer, never a silence
+            log.exception("rpc %s failed", method[:100])
+            self._send(writer, _error(rid, INTERNAL_ERROR, f"internal error: {exc}"[:1000]))
+            return
         self._send(writer, {"jsonrpc": "2.0", "id": rid, "result": result})
 
     async def _dispatch(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
@@ -127,8 +132,11 @@ class RpcServer:
     def _send(self, writer: asyncio.StreamWriter, message: dict[str, Any]) -> None:
         try:
             data = json.dumps(message, ensure_ascii=True, allow_nan=False, separators=(",", ":"))
-        except (ValueError, TypeError) as exc:  # a result JSON cannot carry: say so instead
-            data = json.dumps(_error(message.get("id"), -32603, f"the result cannot be sent as JSON: {exc}"))
+        except (ValueError, TypeError, RecursionError) as exc:  # a result JSON cannot carry: say so instead
+            data = json.dumps(_error(message.get("id"), INTERNAL_ERROR, f"the result cannot be sent as JSON: {exc}"))
+        if len(data) >= MAX_LINE:  # the client reads lines up to MAX_LINE: refuse the answer, not the connection
+            data = json.dumps(_error(message.get("id"), INTERNAL_ERROR,
+                                     f"the answer is {len(data)} bytes of JSON, over the transport's {MAX_LINE}"))
         if not writer.is_closing():
             writer.write(data.encode("ascii") + b"\n")
 

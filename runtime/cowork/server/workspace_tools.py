@@ -13,7 +13,6 @@ import asyncio
 import os
 import signal
 import stat
-import subprocess
 import time
 from dataclasses import dataclass
 from typing import Annotated
@@ -30,9 +29,11 @@ from pydantic import Field
 from .agentfs import AgentFS
 from .fsaccess import Deadline, FileRefused, fd_path, is_forbidden, open_checked
 from .fswalk import Glob, Walk, name_matcher
-from .procs import AGENT_BASH_ENV, kill_agent_processes, spawn_as_agent, thread_ids_work
+from .procs import AGENT_BASH_ENV, kill_agent_processes
 
-#: util-linux setpriv (in every Debian image): drops to the agent's ids after exec.
+#: Drops to the agent's ids after exec: the image's static helper (server/asagent.c, built on the
+#: host when it has a C compiler; ~1 ms less per command than setpriv), else util-linux setpriv.
+_ASAGENT = "/opt/cowork/bin/cowork-asagent" if os.access("/opt/cowork/bin/cowork-asagent", os.X_OK) else None
 _SETPRIV = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
 
 #: Largest file edit_file loads (it holds old and new text in memory).
@@ -94,10 +95,6 @@ class WorkspaceTools:
         self._reap_owed = False  # a call ended while another ran: kill when the last one ends
         # Only root inside the sandbox can (and may) kill the agent's processes wholesale.
         self._reaps = cfg.agent_uid is not None and os.geteuid() == 0
-        # Agent commands start by vfork from a thread holding the agent's ids (procs.spawn_as_agent)
-        # where that works; else setpriv drops the ids after exec.
-        self._vfork_as_agent = (self._reaps and cfg.agent_gid is not None
-                                and thread_ids_work(cfg.agent_uid, cfg.agent_gid))
 
     # ------------------------------------------------------------------ helpers
     def _abs(self, path: str) -> str:
@@ -176,10 +173,13 @@ class WorkspaceTools:
             full_env["BASH_ENV"] = AGENT_BASH_ENV  # oom_score_adj 1000 before the command runs
         full_env.update(env or {})
         kwargs: dict = {"pass_fds": pass_fds} if pass_fds else {}
-        if self._vfork_as_agent:
-            kwargs["as_agent"] = True
-        elif self.cfg.agent_uid is not None and os.geteuid() == 0:
-            if _SETPRIV:
+        if self.cfg.agent_uid is not None and os.geteuid() == 0:
+            if _ASAGENT:
+                # The same as setpriv below (all three ids, no groups, no capabilities), without a
+                # dynamic loader: the server never holds the agent's ids itself, so the agent can
+                # never signal it.
+                argv = [_ASAGENT, str(self.cfg.agent_uid), str(self.cfg.agent_gid), *argv]
+            elif _SETPRIV:
                 # Same ids and empty groups as user=/group=/extra_groups=, set by setpriv
                 # after exec: CPython only spawns with vfork when it has no ids to change,
                 # and a full fork of the server costs ~5 ms per command.
@@ -198,33 +198,13 @@ class WorkspaceTools:
     async def _run(self, argv: list[str], env: dict, kwargs: dict, limit: float) -> dict:
         ends = time.monotonic() + limit
         loop = asyncio.get_running_loop()
-        if kwargs.pop("as_agent", False):
-            proc = _AgentProcess(spawn_as_agent(
-                self.cfg.agent_uid, self.cfg.agent_gid, argv, cwd=self.cfg.root, env=env,
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                start_new_session=True, **kwargs))
-            try:
-                await proc.attach(loop)
-            except BaseException:
-                _kill_group(proc.pid)
-                proc.close()
-                raise
-            exited = proc.exited
-        else:
-            transport, protocol = await loop.subprocess_exec(
-                lambda: _ShellProtocol(limit=2 ** 16, loop=loop), *argv, cwd=self.cfg.root, env=env,
-                stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.STDOUT, start_new_session=True, **kwargs,
-            )
-            proc = asyncio.subprocess.Process(transport, protocol, loop)
-            exited = protocol.exited
-        try:
-            return await self._wait(proc, exited, limit, ends)
-        finally:
-            if isinstance(proc, _AgentProcess):
-                proc.close()
-
-    async def _wait(self, proc, exited: asyncio.Future, limit: float, ends: float) -> dict:
+        transport, protocol = await loop.subprocess_exec(
+            lambda: _ShellProtocol(limit=2 ** 16, loop=loop), *argv, cwd=self.cfg.root, env=env,
+            stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT, start_new_session=True, **kwargs,
+        )
+        proc = asyncio.subprocess.Process(transport, protocol, loop)
+        exited = protocol.exited
         chunks: list[bytes] = []
         size = 0
 
@@ -497,58 +477,6 @@ def _kill_group(pid: int) -> None:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-class _AgentProcess:
-    """A process from procs.spawn_as_agent, driven from the event loop like asyncio's Process:
-    its output through a read-pipe transport, its exit through a pidfd (then reaped at once)."""
-
-    def __init__(self, popen: subprocess.Popen):
-        self._popen = popen
-        self.pid = popen.pid
-        self.stdout = asyncio.StreamReader(limit=2 ** 16)
-        self._transport: asyncio.BaseTransport | None = None
-        self._pidfd: int | None = None
-        self.exited: asyncio.Future | None = None
-
-    async def attach(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.exited = loop.create_future()
-        self._pidfd = os.pidfd_open(self.pid)  # a zombie still has one: an early exit is not missed
-        loop.add_reader(self._pidfd, self._on_exit, loop)
-        self._transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(self.stdout), self._popen.stdout)
-
-    def _on_exit(self, loop: asyncio.AbstractEventLoop) -> None:
-        self._drop_pidfd(loop)
-        self._popen.wait()  # it has exited: reaps without blocking
-        if not self.exited.done():
-            self.exited.set_result(None)
-
-    def _drop_pidfd(self, loop: asyncio.AbstractEventLoop) -> None:
-        if self._pidfd is not None:
-            loop.remove_reader(self._pidfd)
-            os.close(self._pidfd)
-            self._pidfd = None
-
-    @property
-    def returncode(self) -> int | None:
-        return self._popen.returncode
-
-    async def wait(self) -> int:
-        await asyncio.shield(self.exited)
-        return self._popen.returncode
-
-    def close(self) -> None:
-        """Release the pipe and the pidfd (the process was waited for, or is killed and reaped)."""
-        if self._transport is not None:
-            self._transport.close()
-        elif self._popen.stdout is not None:
-            self._popen.stdout.close()
-        if self._pidfd is not None:
-            self._drop_pidfd(asyncio.get_running_loop())
-        if self._popen.returncode is None:
-            _kill_group(self.pid)
-            self._popen.wait()
 
 
 class _ShellProtocol(asyncio.subprocess.SubprocessStreamProtocol):
