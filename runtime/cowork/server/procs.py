@@ -26,6 +26,15 @@ _libc = ctypes.CDLL(None, use_errno=True)
 _SYS_SETRESUID = {"x86_64": 117, "aarch64": 147, "arm64": 147}.get(platform.machine())
 
 
+#: Real uid of the thread that kills the agent's processes: no process in a sandbox has it.
+KILLER_RUID = 65534
+
+
+def killer_ruid(uid: int) -> int:
+    """The real uid kill_agent_processes takes: not root, not ``uid`` (the agent's)."""
+    return KILLER_RUID if uid != KILLER_RUID else KILLER_RUID - 1
+
+
 def _setresuid_thread(ruid: int, euid: int, suid: int) -> None:
     if _SYS_SETRESUID is None or _libc.syscall(_SYS_SETRESUID, ruid, euid, suid) != 0:
         err = ctypes.get_errno()
@@ -35,12 +44,18 @@ def _setresuid_thread(ruid: int, euid: int, suid: int) -> None:
 def kill_agent_processes(uid: int) -> None:
     """SIGKILL every process of ``uid`` in this PID namespace, atomically.
 
-    The calling thread (only it) takes ``uid`` as its real and effective uid, keeping 0 as its
-    saved uid, calls ``kill(-1, SIGKILL)`` and takes uid 0 back. ``kill(-1)`` reaches exactly
-    the processes that uid may signal, which are the agent's (root processes refuse it, PID 1
-    and the server itself are never included), and the kernel delivers it under the task-list
-    lock, so a fork bomb cannot outrun it: a process with SIGKILL pending can no longer fork.
-    Costs ~10-60 us; no fork, no exec.
+    The calling thread (only it) takes ``uid`` as its effective uid and KILLER_RUID (neither
+    root nor the agent) as its real one, keeping 0 as its saved uid, calls ``kill(-1, SIGKILL)``
+    and takes uid 0 back. ``kill(-1)`` reaches exactly the processes whose real or saved uid is
+    ``uid`` or KILLER_RUID, which are the agent's (root processes refuse it, PID 1 and the server
+    itself are never included), and the kernel delivers it under the task-list lock, so a fork
+    bomb cannot outrun it: a process with SIGKILL pending can no longer fork. Costs ~10-60 us;
+    no fork, no exec.
+
+    The real uid is not the agent's on purpose: the kernel lets a process signal another whose
+    real or saved uid is its own, so a thread holding the agent's uid as its real one could be
+    stopped or killed, with the whole server, by an agent process that spins on
+    ``kill(server, SIGSTOP)`` while its call ends.
 
     Must be called by root inside the sandbox; on a host it would kill that user's processes.
 
@@ -52,7 +67,7 @@ def kill_agent_processes(uid: int) -> None:
         OSError: the fallback child could not be started.
     """
     try:
-        _setresuid_thread(uid, uid, 0)
+        _setresuid_thread(killer_ruid(uid), uid, 0)
     except OSError as exc:  # a kernel without per-thread ids (or an unknown architecture)
         log.debug("per-thread setresuid unavailable (%s); killing through a child", exc)
         _kill_by_child(uid)
