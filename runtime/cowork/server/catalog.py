@@ -33,9 +33,9 @@ def load_catalog() -> dict[str, dict[str, Any]]:
         return build_catalog()
 
 
-def full_host() -> tuple[Any, Any]:
-    """A tool host with every tool registered (workspace, ``python``, every service), and its
-    file-access pool (close it)."""
+def full_host(tmp: str) -> tuple[Any, Any, Any]:
+    """A tool host with every tool registered (workspace, ``python``, every service), its
+    file-access pool and its audit log (close both); ``tmp`` holds the workspace and the log."""
     from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
     from ..services.base import ServiceContext, open_db
     from ..services.catalog import ALL_SERVICE_TOOLS
@@ -44,12 +44,11 @@ def full_host() -> tuple[Any, Any]:
     from .audit import AuditLog
     from .workspace_tools import WorkspaceConfig
 
-    tmp = tempfile.mkdtemp(prefix="cowork-catalog-")
     audit = AuditLog(os.path.join(tmp, "audit.jsonl"))
     host, fs = build_app(ServerConfig(tools=[*WORKSPACE_TOOLS, PYTHON_TOOL],
                                       workspace=WorkspaceConfig(root=tmp)), audit)
     register_all(host, ServiceContext(db=open_db(), audit=audit.append), set(ALL_SERVICE_TOOLS))
-    return host, fs
+    return host, fs, audit
 
 
 def list_wire(host: Any) -> list[dict[str, Any]]:
@@ -74,11 +73,13 @@ def list_wire(host: Any) -> list[dict[str, Any]]:
 
 def build_catalog() -> dict[str, dict[str, Any]]:
     """Every tool's tools/list entry, by name (imports fastmcp)."""
-    host, fs = full_host()
-    try:
-        return {t["name"]: t for t in list_wire(host)}
-    finally:
-        fs.close()
+    with tempfile.TemporaryDirectory(prefix="cowork-catalog-") as tmp:  # nothing of it stays in the image
+        host, fs, audit = full_host(tmp)
+        try:
+            return {t["name"]: t for t in list_wire(host)}
+        finally:
+            fs.close()
+            audit.close()
 
 
 def main(argv: list[str]) -> int:
