@@ -20,18 +20,13 @@ import hashlib
 import os
 import stat
 from datetime import datetime, timezone
-from typing import Any, Awaitable, Callable
-
-
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-    from .host import ToolHost
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..formats import WORKSPACE_TOOLS
 from .audit import ACTOR, AuditLog, AuditMiddleware
+
+if TYPE_CHECKING:
+    from .host import ToolHost
 
 ACTORS = ("user", "world")
 

@@ -24,11 +24,10 @@ import time
 from contextvars import ContextVar
 from typing import Any, Callable
 
-from .errors import FastmcpMiddleware, ToolError
-
 
 from ..formats import (GENESIS_HASH, PYTHON_TOOL, WORKSPACE_TOOLS, ArgumentsRefused, audited_arguments,
                        canonical_json, check_arguments, has_surrogates, replace_surrogates, seal, string_digest)
+from .errors import FastmcpMiddleware, ToolError
 
 log = logging.getLogger(__name__)
 

@@ -21,24 +21,21 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import shutil
 import socket
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from .errors import ToolError
 from pydantic import Field
 
 from ..formats import MAX_ARGUMENTS_BYTES, PYTHON_TOOL
 from ..services.catalog import TOOL_SERVICE
 from .audit import CALL, PARENT
+from .errors import ToolError
 from .workspace_tools import WorkspaceTools
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 log = logging.getLogger(__name__)
 

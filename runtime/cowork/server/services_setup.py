@@ -5,13 +5,8 @@ from __future__ import annotations
 import json
 import os
 from datetime import datetime
-from typing import Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
 
 from ..formats import EXPORT_DIR
 from ..services.base import ServiceContext, limit_growth, open_db
@@ -19,6 +14,9 @@ from ..services.catalog import ALL_SERVICE_TOOLS
 from ..services.faults import FaultConfig, FaultInjector
 from ..services.registry import ServicesSeed, dump_state, register_all, reset, seed_all, state_hash
 from .audit import AuditLog, audit_budget
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 DB_FILE = "services.db"
 

@@ -15,21 +15,19 @@ import signal
 import stat
 import time
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import re2
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from .errors import ToolError
 from pydantic import Field
 
 from .agentfs import AgentFS
+from .errors import ToolError
 from .fsaccess import Deadline, FileRefused, fd_path, is_forbidden, open_checked
 from .fswalk import Glob, Walk, name_matcher
 from .procs import AGENT_BASH_ENV, kill_agent_processes
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 #: Drops to the agent's ids after exec: the image's static helper (server/asagent.c, built on the
 #: host when it has a C compiler; ~1 ms less per command than setpriv), else util-linux setpriv.

@@ -19,17 +19,14 @@ from datetime import date, datetime, time, timedelta, timezone, tzinfo
 from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from ..server.errors import ToolError
 from .addresses import check_address
 
 if TYPE_CHECKING:  # faults imports nothing from here at run time either
+    from fastmcp import FastMCP
+
     from .faults import FaultInjector
 
 SCHEMA = """

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import Field, field_validator, model_validator
 
+from ..server.errors import ToolError
 from .base import (Email, EmailList, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store,
                    check_ref, check_unique, hints, iso, matches, page, parse_time, resolve_time, tool_adder, zone)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "calendar"
 EventId = Annotated[str, Field(description="Event id, as listed by calendar_list_events.")]

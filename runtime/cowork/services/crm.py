@@ -4,19 +4,17 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import Field, model_validator
 
+from ..server.errors import ToolError
 from .base import (Email, Limit, Offset, READ, SeedDay, SeedModel, SeedTime, ServiceContext, Store, check_ref,
                    check_unique, hints, iso, matches, newest_first, page, parse_day, parse_time, resolve_day, resolve_time,
                    tool_adder)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "crm"
 ActivityKind = Literal["call", "email", "meeting", "note", "task"]

@@ -14,10 +14,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable, Literal
 
-from ..server.errors import FastmcpMiddleware, ToolError
-
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ..server.errors import FastmcpMiddleware, ToolError
 from .catalog import SERVICE_TOOLS, TOOL_SERVICE
 
 FaultKind = Literal["429", "500", "latency"]

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import Field, model_validator
 
+from ..server.errors import ToolError
 from .base import (Email, Limit, Offset, READ, SeedDay, SeedModel, SeedTime, ServiceContext, Store, check_unique,
                    hints, iso, page, resolve_day, resolve_time, snippet, tool_adder)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "kb"
 PageId = Annotated[str, Field(description="Page id, as returned by kb_search.")]

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import BeforeValidator, Field, model_validator
 
+from ..server.errors import ToolError
 from .base import (Email, EmailList, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store,
                    check_ref, check_unique, hints, iso, matches, newest_first, page, parse_time,
                    resolve_time, tool_adder)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "mail"
 Box = Annotated[str | None, Field(description="Mailbox address; default the first mailbox.")]

@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import Field, model_validator
 
+from ..server.errors import ToolError
 from .base import (Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store, check_ref, check_unique, hints,
                    iso, matches, newest_first, page, parse_time, resolve_time, snippet, tool_adder)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "news"
 FeedId = Annotated[str, Field(description="Feed id, as listed by news_list_feeds.")]

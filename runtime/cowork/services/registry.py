@@ -5,14 +5,9 @@ from __future__ import annotations
 import hashlib
 import json
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
-
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
 
 from ..formats import canonical_json
 from . import calendar, chat, config, contacts, crm, documents, expenses, inventory, kb, mail, news, scheduler, tickets, todo
@@ -33,6 +28,9 @@ from .news import NewsSeed
 from .scheduler import SchedulerSeed
 from .tickets import TicketsSeed
 from .todo import TodoSeed
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 #: Every service module by name. Each has NAME, SEED (its seed model), seed(store, data)
 #: and register(mcp, ctx, allowed).

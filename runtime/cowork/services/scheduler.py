@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import AfterValidator, Field, model_validator
 
+from ..server.errors import ToolError
 from .base import (Email, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store, check_ref, check_unique,
                    hints, iso, matches, newest_first, page, parse_time, resolve_time, tool_adder)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "scheduler"
 RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]

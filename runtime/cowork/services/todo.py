@@ -2,18 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from typing import TYPE_CHECKING as _TYPING
-
-if _TYPING:
-    from fastmcp import FastMCP
-
-from ..server.errors import ToolError
 from pydantic import Field, model_validator
 
+from ..server.errors import ToolError
 from .base import (Limit, Offset, READ, SeedDay, SeedModel, ServiceContext, Store, check_ref, check_unique,
                    hints, iso, matches, page, parse_day, resolve_day, tool_adder)
+
+if TYPE_CHECKING:
+    from fastmcp import FastMCP
 
 NAME = "todo"
 Priority = Literal["low", "normal", "high"]
