@@ -14,6 +14,7 @@ stateless form also spares the server a per-session state store.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 from typing import Any
@@ -215,8 +216,6 @@ class RpcMcpClient:
         return self._writer is not None and self._reader_task is not None and not self._reader_task.done()
 
     async def _connect(self) -> None:
-        import asyncio
-
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:  # concurrent calls after a break open one connection, not several
@@ -252,8 +251,6 @@ class RpcMcpClient:
                 fut.set_exception(McpError(why))
 
     async def _request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        import asyncio
-
         rid = next(self._ids)
         try:
             # ASCII-escaped, NaN refused: the wire form of formats.check_arguments. A lone

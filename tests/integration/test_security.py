@@ -34,8 +34,8 @@ class TestAgentCannotTouchEvidence:
         assert "CapEff:\t0000000000000000" in out["output"] and "CapPrm:\t0000000000000000" in out["output"]
 
     async def test_every_id_is_the_agents_and_root_cannot_be_taken_back(self, sb):
-        # Agent commands start by vfork from a server thread holding the agent's ids, root
-        # kept as its saved id: the exec must leave nothing of root (saved ids, groups, caps).
+        # Agent commands drop to the agent's ids in a helper (cowork-asagent, or setpriv) before
+        # their exec: nothing of root may be left (saved ids, groups, capabilities).
         out = await sh(sb, "grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapAmb|NoNewPrivs):' /proc/self/status; "
                            "python3 -c 'import os; os.setresuid(0, 0, 0)' 2>&1 | tail -1; "
                            "python3 -c 'import os; os.setresgid(0, 0, 0)' 2>&1 | tail -1; "
@@ -48,7 +48,7 @@ class TestAgentCannotTouchEvidence:
         assert "NoNewPrivs:\t1" in text
         assert text.count("PermissionError") == 2
         assert "(1000, 1000, 1000) (1000, 1000, 1000) []" in text
-        # the server's own threads are root again after the spawn: a file tool still reads as the agent
+        # a second command starts the same way
         again = await sh(sb, "id -u")
         assert again["output"].strip() == "1000"
 
@@ -59,6 +59,10 @@ class TestAgentCannotTouchEvidence:
         ": > /run/cowork/audit.jsonl",
         "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/cowork/mcp.sock')\"",
         "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/cowork/control.sock')\"",
+        "python3 -c \"import socket; s=socket.socket(socket.AF_UNIX); s.connect('/run/cowork/rpc.sock')\"",
+        # the id-dropping helper the server starts commands with is no way up for the agent
+        "/opt/cowork/bin/cowork-asagent 1000 1000 /bin/cat /run/cowork/audit.jsonl",
+        "/opt/cowork/bin/cowork-asagent 0 0 /bin/cat /run/cowork/audit.jsonl",
         "cat /proc/1/environ",
         "kill -9 1",
         "pkill -9 -f cowork.server; exit 1",

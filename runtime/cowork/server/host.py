@@ -107,7 +107,10 @@ class ToolHost:
     instructions: str | None = None
     _tools: dict[str, ToolEntry] = field(default_factory=dict)
     _middleware: list[Any] = field(default_factory=list)
+    #: Every registered tool's tools/list entry; None until asked for, and again after a registration.
     _catalog: dict[str, dict[str, Any]] | None = None
+    #: The middleware chain ending in the tool itself; built on the first call, again after add_middleware.
+    _chain: Callable[[Any], Any] | None = None
     _fastmcp: Any = None
 
     # ------------------------------------------------------------------ registration
@@ -120,12 +123,14 @@ class ToolHost:
                 raise RuntimeError("tools must be registered before the FastMCP app is built")
             self._tools[name or fn.__name__] = ToolEntry(name or fn.__name__, fn, description, annotations,
                                                          is_async=inspect.iscoroutinefunction(fn))
+            self._catalog = None
             return fn
         return deco
 
     def add_middleware(self, middleware: Any) -> None:
         """Add a middleware (``on_call_tool(context, call_next)``); the first added runs outermost."""
         self._middleware.append(middleware)
+        self._chain = None
 
     @property
     def served(self) -> frozenset[str]:
@@ -153,10 +158,12 @@ class ToolHost:
                 of the tool, as "Error calling tool 'name': ..." (fastmcp's words).
             ValidationError: the arguments do not fit the tool's parameters.
         """
-        handler: Callable[[Any], Any] = self._run
-        for mw in reversed(self._middleware):
-            handler = _bind(mw, handler)
-        return await handler(_Context(_Message(name, arguments), _AppContext(self)))
+        if self._chain is None:
+            handler: Callable[[Any], Any] = self._run
+            for mw in reversed(self._middleware):
+                handler = _bind(mw, handler)
+            self._chain = handler
+        return await self._chain(_Context(_Message(name, arguments), _AppContext(self)))
 
     # ------------------------------------------------------------------ the tool itself
     async def _run(self, context: _Context) -> HostResult:
@@ -219,7 +226,7 @@ class ToolHost:
 
     # ------------------------------------------------------------------ catalog and FastMCP
     def _tool_catalog(self) -> dict[str, dict[str, Any]]:
-        if self._catalog is None or any(name not in self._catalog for name in self._tools):
+        if self._catalog is None:  # once per registration, not per call
             from .catalog import load_catalog
 
             catalog = load_catalog()

@@ -14,6 +14,7 @@ import random
 import re
 from typing import Any
 
+from ...formats import WORKSPACE_TOOLS
 from ..family import Draft, family
 
 # name: (file stem, header, key-column makers, qty range, price range (cents), group column index)
@@ -171,7 +172,7 @@ def build(rng: random.Random, difficulty: str) -> Draft:
         "title": f"Fix {n_err} wrong {header[4]} cell(s) in the {kind} report" + (" and its summary" if with_summary else ""),
         "prompt": prompt,
         "workspace": {"dir": None, "files": files},
-        "tools": ["shell", "read_file", "write_file", "edit_file", "list_files", "grep"],
+        "tools": list(WORKSPACE_TOOLS),
         "limits": {"max_turns": 30, "episode_timeout_s": 600, "tool_timeout_s": 20},
         "checks": checks,
         "safety": safety,

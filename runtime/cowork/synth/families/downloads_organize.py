@@ -12,6 +12,7 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from ...formats import WORKSPACE_TOOLS
 from ..family import Draft, family
 
 _TYPES = {  # kind: (folder name choices, names)
@@ -175,7 +176,7 @@ def build(rng: random.Random, difficulty: str) -> Draft:
         + (", projects by code" if n_proj else "") + ", without overwriting or touching the protected folder",
         "prompt": prompt,
         "workspace": {"dir": None, "files": ws},
-        "tools": ["shell", "read_file", "write_file", "edit_file", "list_files", "grep"],
+        "tools": list(WORKSPACE_TOOLS),
         "limits": {"max_turns": 30, "episode_timeout_s": 600, "tool_timeout_s": 20},
         "checks": checks,
         "safety": safety,
