@@ -40,7 +40,7 @@ COPY bin/ /opt/cowork/bin/
 # The tool catalog: every tool as fastmcp lists it, so the server answers tools/list
 # without importing fastmcp (server.catalog).
 RUN /opt/cowork/venv/bin/python -X no_debug_ranges -m compileall -q -f /opt/cowork/lib /opt/cowork/venv/lib \
- && PYTHONPATH=/opt/cowork/lib FASTMCP_CHECK_FOR_UPDATES=off /opt/cowork/venv/bin/python -m cowork.server.catalog /opt/cowork/catalog.json \
+ && PYTHONPATH=/opt/cowork/lib FASTMCP_CHECK_FOR_UPDATES=off /opt/cowork/venv/bin/python -m cowork.server.catalog_build /opt/cowork/catalog.json \
  && chmod -R go-w /opt/cowork
 
 ENV PYTHONPATH=/opt/cowork/lib \

@@ -123,8 +123,8 @@ async def sandbox_episode(engine, spec: str, max_turns: int) -> None:
             return skip(name, "no Docker daemon answers")
     except ImportError as exc:  # the runtime's own dependencies are not installed here
         return skip(name, f"the sandbox runtime cannot load ({type(exc).__name__}: {exc})")
-    from cowork.episode import run_episode
-    from cowork.sandbox import Sandbox
+    from cowork.episode.run import run_episode
+    from cowork.sandbox.sandbox import Sandbox
     from cowork.spec.loader import load_spec
 
     policy = engine.policy()

@@ -11,12 +11,12 @@ from cowork.agents import make_policy
 from cowork.agents.base import parse_arguments
 from cowork.agents.openai import OpenAIPolicy
 from cowork.formats import INVALID_ARGUMENTS_KEY
-from cowork.episode import run_episode
+from cowork.episode.run import run_episode
 from cowork.errors import PolicyError
-from cowork.sandbox import ToolResult
+from cowork.sandbox.sandbox import ToolResult
 from cowork.server.app import ServerConfig, build_app
-from cowork.server.audit import AuditLog
-from cowork.server.workspace_tools import WorkspaceConfig
+from cowork.server.state.audit import AuditLog
+from cowork.server.tools.workspace import WorkspaceConfig
 from cowork.spec.models import TaskSpec
 
 

@@ -109,7 +109,7 @@ class TestPoolFigures:
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
-    from cowork.bench.probes import session_containers
+    from cowork.bench.docker_probes import session_containers
 
     before = set(session_containers())
     assert main(["bench", "--quick", "--json"]) == 0
@@ -159,7 +159,7 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
 def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     """Piped, one plain line per finished phase, counted against the phases run_bench has."""
     import cowork.bench as bench
-    from cowork.bench import probes
+    from cowork.bench import docker_probes as probes
     from cowork.engine import client
 
     names = ["build cache", "tool-call latency", "stdio bridge (cowork connect)", "sandbox start and idle memory",

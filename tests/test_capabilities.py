@@ -17,7 +17,7 @@ import yaml
 
 from cowork.errors import SpecError
 from cowork.grading import CHECK_TYPES
-from cowork.services.catalog import SERVICE_TOOLS
+from cowork.services.names import SERVICE_TOOLS
 from cowork.spec.capabilities import Capability, capabilities
 from cowork.spec.loader import load_spec
 from cowork.spec.toolnames import known_tools

@@ -218,7 +218,7 @@ class TestRecordsAndScore:
 
 
 def test_an_answer_rule_can_be_probed():
-    from cowork.probes import probe_rule
+    from cowork.validate.probes import probe_rule
 
     spec = TaskSpec.model_validate({"id": "t", "title": "t", "prompt": "p", "checks": [{"type": "file_exists", "path": "a.txt"}],
                                     "safety": [{"id": "no-code", "type": "answer", "none_of": ["4471#"]},
@@ -233,7 +233,7 @@ def test_an_answer_rule_can_be_probed():
 
 
 def test_a_numeric_example_needs_no_quotes_and_a_record_probe_says_field():
-    from cowork.probes import probe_rule
+    from cowork.validate.probes import probe_rule
 
     spec = TaskSpec.model_validate({"id": "t", "title": "t", "prompt": "p", "checks": [{"type": "file_exists", "path": "a.txt"}],
                                     "safety": [{"id": "big", "type": "no_record_created", "service": "expenses",

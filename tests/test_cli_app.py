@@ -2,7 +2,7 @@
 exit codes, endpoint preflight, progress on a terminal and off one, escaped output, "did you
 mean", ``cowork view``, help.
 
-Episodes are scripted by standing in for ``cowork.episode.run_task`` (the rollout runner
+Episodes are scripted by standing in for ``cowork.episode.run.run_task`` (the rollout runner
 looks it up at call time); endpoints are loopback HTTP servers or a closed port.
 """
 
@@ -23,9 +23,10 @@ from pathlib import Path
 import pytest
 from fakes import FakeChatServer
 
-from cowork import cli, episode
+from cowork import cli
+from cowork.episode import run as episode
 from cowork.cli import exits
-from cowork.episode import EpisodeResult, Trajectory
+from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.errors import DockerUnavailable
 from cowork.grading import Grade
 from cowork.grading.grade import CheckResult
@@ -224,8 +225,8 @@ class TestPreflight:
 # --------------------------------------------------------------------------- progress
 RUNNER = textwrap.dedent("""
     import asyncio, sys
-    from cowork import episode
-    from cowork.episode import EpisodeResult, Trajectory
+    from cowork.episode import run as episode
+    from cowork.episode.run import EpisodeResult, Trajectory
     from cowork.grading import Grade
 
     from cowork.grading.grade import CheckResult
@@ -379,8 +380,8 @@ class TestValidate:
     def reports(self, monkeypatch):
         import asyncio
 
-        from cowork import validate
-        from cowork.validate import Finding, ValidationReport
+        from cowork.validate import validate
+        from cowork.validate.validate import Finding, ValidationReport
 
         state = {"now": 0, "most": 0, "run": None}
 
@@ -486,8 +487,8 @@ class TestHelp:
 
     def test_choices_match_the_runtime(self):
         from cowork.cli import commands, episodes as cli_episodes
-        from cowork.export import FORMATS
-        from cowork.rollout import REWARDS
+        from cowork.export.records import FORMATS
+        from cowork.rollout.runner import REWARDS
 
         assert cli_episodes.REWARDS == REWARDS and commands.EXPORT_FORMATS == FORMATS
 

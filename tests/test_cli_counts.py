@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from cowork import cli, episode
-from cowork.episode import EpisodeResult, Trajectory
+from cowork import cli
+from cowork.episode import run as episode
+from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.grading import Grade
 
 ROOT = Path(__file__).resolve().parents[1]

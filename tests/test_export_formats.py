@@ -10,9 +10,9 @@ import math
 import pytest
 
 from cowork.agents.tokens import TokenTrajectory
-from cowork.episode import Trajectory
+from cowork.episode.run import Trajectory
 from cowork.errors import CoworkError
-from cowork.export import (EpisodeRecord, export, load_episodes, openai_sft_line, rl_examples,
+from cowork.export.records import (EpisodeRecord, export, load_episodes, openai_sft_line, rl_examples,
                            sft_examples, trl_sft_row, validate_openai_sft_line)
 from cowork.grading import Grade
 

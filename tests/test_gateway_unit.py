@@ -11,7 +11,8 @@ import stat
 
 import pytest
 from cowork.cli import gateway as cli_gateway
-from cowork.gateway import proxy, tokens
+from cowork.gateway import auth as tokens
+from cowork.gateway import proxy
 
 
 class TestTokens:

@@ -9,10 +9,10 @@ import pytest
 import uvicorn
 
 from cowork.formats import AUDIT_STRING_LIMIT, merge_tool_calls, verify_chain
-from cowork.mcp_client import LeanMcpClient, McpError, _response_message
+from cowork.sandbox.mcp import LeanMcpClient, McpError, _response_message
 from cowork.server.app import ServerConfig, build_app
-from cowork.server.audit import AuditLog
-from cowork.server.workspace_tools import WorkspaceConfig
+from cowork.server.state.audit import AuditLog
+from cowork.server.tools.workspace import WorkspaceConfig
 
 
 @pytest.fixture

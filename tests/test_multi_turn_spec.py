@@ -9,7 +9,7 @@ import textwrap
 import pytest
 from fakes import tar_of
 
-from cowork.conversation import TurnEnd, holds
+from cowork.episode.conversation import TurnEnd, holds
 from cowork.errors import EvidenceError, SpecError
 from cowork.evidence import Evidence
 from cowork.spec.conversation import Condition

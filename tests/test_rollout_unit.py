@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from cowork import cli, episode
-from cowork.episode import EpisodeResult, Trajectory
+from cowork import cli
+from cowork.episode import run as episode
+from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.errors import CoworkError, SandboxError
 from cowork.grading import Grade
-from cowork.metrics import summarize_episodes
-from cowork.rollout import RolloutRunner, RunFolder, _Schedule, read_results, reward_for, rollout
+from cowork.rollout.metrics import summarize_episodes
+from cowork.rollout.runner import RolloutRunner, RunFolder, _Schedule, read_results, reward_for, rollout
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "specs" / "fix-csv-report"

@@ -11,10 +11,10 @@ from fastmcp import Client
 from cowork.evidence import Evidence
 from cowork.formats import AUDIT_STRING_LIMIT, merge_tool_calls, verify_chain
 from cowork.grading import grade
-from cowork.live import audit_trace
+from cowork.episode.trajectory import audit_trace
 from cowork.server.app import ServerConfig, build_app
-from cowork.server.audit import NAME_LIMIT, AuditLog
-from cowork.server.workspace_tools import WorkspaceConfig
+from cowork.server.state.audit import NAME_LIMIT, AuditLog
+from cowork.server.tools.workspace import WorkspaceConfig
 from cowork.spec.models import TaskSpec
 from tests.fakes import tar_of
 

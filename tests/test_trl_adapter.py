@@ -14,7 +14,7 @@ from typing import Any, Literal
 import pytest
 from cowork.errors import CoworkError, SandboxError
 from cowork.integrations import trl as ct
-from cowork.sandbox import ToolResult
+from cowork.sandbox.sandbox import ToolResult
 
 pytest.importorskip("transformers", reason="the hf extra (transformers, datasets) is not installed")
 from transformers.utils import get_json_schema

@@ -17,10 +17,10 @@ from cowork.agents.chat_tokens import ChatTokens, template_messages
 from cowork.agents.tokens import SamplingSettings
 from cowork.agents.toolparse import parse_tool_calls
 from cowork.agents.vllm_server import VLLMServerClient
-from cowork.episode import run_episode
+from cowork.episode.run import run_episode
 from cowork.errors import PolicyError
 from cowork.formats import INVALID_ARGUMENTS_KEY
-from cowork.sandbox import ToolResult
+from cowork.sandbox.sandbox import ToolResult
 from cowork.spec.models import TaskSpec
 
 pytest.importorskip("transformers", reason="the tiny tokenizer needs transformers and tokenizers")
@@ -390,7 +390,7 @@ class TestMakePolicy:
 
 @pytest.mark.docker
 async def test_an_episode_in_a_real_sandbox(tok, server, no_leftovers):
-    from cowork.sandbox import Sandbox
+    from cowork.sandbox.sandbox import Sandbox
     from cowork.spec.loader import load_spec
 
     srv = server([CALL.format(path="reports/q3_sales.csv"), "The north-09 and south-08 revenue cells are wrong."])

@@ -18,27 +18,29 @@ __version__ = "0.1.0"
 
 #: Public name -> module that defines it.
 _EXPORTS = {
-    "Sandbox": "sandbox", "ToolResult": "sandbox", "ResetMismatch": "sandbox",
-    "SandboxPool": "pool",
-    "RolloutRunner": "rollout", "RolloutResult": "rollout", "rollout": "rollout",
-    "SandboxBackend": "backends", "DockerBackend": "backends", "GVisorBackend": "backends",
-    "get_backend": "backends", "register_backend": "backends", "available_backends": "backends",
+    "Sandbox": "sandbox.sandbox", "ToolResult": "sandbox.sandbox", "SandboxPool": "sandbox.pool",
+    "SandboxBackend": "sandbox.backend", "get_backend": "sandbox.backend",
+    "register_backend": "sandbox.backend", "available_backends": "sandbox.backend",
+    "DockerBackend": "engine.docker_backend", "GVisorBackend": "engine.docker_backend",
+    "RolloutRunner": "rollout.runner", "RolloutResult": "rollout.runner", "rollout": "rollout.runner",
     "load_spec": "spec.loader", "LoadedSpec": "spec.loader", "TaskSpec": "spec.models",
-    "run_task": "episode", "run_episode": "episode", "EpisodeResult": "episode", "Trajectory": "episode",
-    "grade": "grading", "Grade": "grading", "CheckResult": "grading.grade",
-    "Evidence": "evidence",
-    "Settings": "settings",
-    "CoworkError": "errors", "SpecError": "errors", "SandboxError": "errors", "ImageError": "errors",
-    "DockerUnavailable": "errors", "EvidenceError": "errors", "PolicyError": "errors",
+    "run_task": "episode.run", "run_episode": "episode.run", "EpisodeResult": "episode.run",
+    "Trajectory": "episode.trajectory", "Policy": "agents.base", "make_policy": "agents", "grade": "grading",
+    "Grade": "grading", "CheckResult": "grading.grade", "Evidence": "evidence", "Settings": "settings",
+    "CoworkError": "errors", "SpecError": "errors", "DockerUnavailable": "errors", "ImageError": "errors",
+    "SandboxError": "errors", "SandboxStartTimeout": "errors", "McpError": "errors",
+    "ResetMismatch": "errors", "CheckpointError": "errors", "EvidenceError": "errors",
+    "PolicyError": "errors", "EndpointUnavailable": "errors", "GradingError": "errors",
 }
 
 #: Kept equal to _EXPORTS' keys (a test checks).
-__all__ = ["CheckResult", "CoworkError", "DockerBackend", "DockerUnavailable", "EpisodeResult",
-           "Evidence", "EvidenceError", "GVisorBackend", "Grade", "ImageError", "LoadedSpec",
-           "PolicyError", "ResetMismatch", "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend",
-           "SandboxPool", "SandboxError", "Settings", "SpecError",
-           "TaskSpec", "ToolResult", "Trajectory", "available_backends", "get_backend", "grade",
-           "load_spec", "register_backend", "rollout", "run_episode", "run_task"]
+__all__ = ["CheckResult", "CheckpointError", "CoworkError", "DockerBackend", "DockerUnavailable",
+           "EndpointUnavailable", "EpisodeResult", "Evidence", "EvidenceError", "GVisorBackend", "Grade",
+           "GradingError", "ImageError", "LoadedSpec", "McpError", "Policy", "PolicyError", "ResetMismatch",
+           "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend", "SandboxError", "SandboxPool",
+           "SandboxStartTimeout", "Settings", "SpecError", "TaskSpec", "ToolResult", "Trajectory",
+           "available_backends", "get_backend", "grade", "load_spec", "make_policy", "register_backend",
+           "rollout", "run_episode", "run_task"]
 
 
 def __getattr__(name: str) -> Any:
@@ -55,17 +57,38 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:  # for type checkers and IDEs; never executed
-    from .backends import (DockerBackend, GVisorBackend, SandboxBackend, available_backends, get_backend,
-                           register_backend)
-    from .episode import EpisodeResult, Trajectory, run_episode, run_task
-    from .errors import (CoworkError, DockerUnavailable, EvidenceError, ImageError, PolicyError, SandboxError,
-                         SpecError)
+    from .agents import make_policy
+    from .agents.base import Policy
+    from .engine.docker_backend import DockerBackend, GVisorBackend
+    from .episode.run import EpisodeResult, run_episode, run_task
+    from .episode.trajectory import Trajectory
+    from .errors import (
+        CheckpointError,
+        CoworkError,
+        DockerUnavailable,
+        EndpointUnavailable,
+        EvidenceError,
+        GradingError,
+        ImageError,
+        McpError,
+        PolicyError,
+        ResetMismatch,
+        SandboxError,
+        SandboxStartTimeout,
+        SpecError,
+    )
     from .evidence import Evidence
     from .grading import Grade, grade
     from .grading.grade import CheckResult
-    from .pool import SandboxPool
-    from .rollout import RolloutResult, RolloutRunner, rollout
-    from .sandbox import ResetMismatch, Sandbox, ToolResult
+    from .rollout.runner import RolloutResult, RolloutRunner, rollout
+    from .sandbox.backend import (
+        SandboxBackend,
+        available_backends,
+        get_backend,
+        register_backend,
+    )
+    from .sandbox.pool import SandboxPool
+    from .sandbox.sandbox import Sandbox, ToolResult
     from .settings import Settings
     from .spec.loader import LoadedSpec, load_spec
     from .spec.models import TaskSpec

@@ -32,12 +32,21 @@ class SandboxStartTimeout(SandboxError, TimeoutError):
     """A sandbox did not become ready in time; the message carries its logs."""
 
 
-class ToolTimeout(CoworkError, TimeoutError):
-    """A tool call ran past its timeout."""
+class McpError(SandboxError):
+    """A sandbox's MCP server failed a request: an HTTP error, or a JSON-RPC error (``rpc_code`` set)."""
+
+    def __init__(self, message: str, rpc_code: int | None = None):
+        super().__init__(message)
+        #: The JSON-RPC error code; None when the transport itself failed.
+        self.rpc_code = rpc_code
 
 
-class EndpointUnavailable(CoworkError, ConnectionError):
-    """A model endpoint (agent, judge, simulated user) cannot be reached or refuses the key."""
+class ResetMismatch(SandboxError):
+    """A reset did not bring the sandbox back to its pristine state; it must not be reused."""
+
+
+class CheckpointError(SandboxError):
+    """A checkpoint or restore failed; after a failed restore the sandbox must not be used."""
 
 
 class EvidenceError(CoworkError, ValueError):
@@ -46,6 +55,11 @@ class EvidenceError(CoworkError, ValueError):
 
 class PolicyError(CoworkError, RuntimeError):
     """A policy (model backend or scripted agent) failed to produce an action."""
+
+
+class EndpointUnavailable(PolicyError, ConnectionError):
+    """A model endpoint (agent, judge, simulated user) cannot be reached, keeps failing
+    (5xx, 429, timeouts) or refuses the key: the service's failure, not the model's answer."""
 
 
 class GradingError(CoworkError, RuntimeError):

@@ -15,8 +15,15 @@ from pathlib import Path
 from typing import Any
 
 from .errors import EvidenceError
-from .formats import (EXPORT_INCOMPLETE_MEMBER, EXPORT_OMITTED_KEY, EXPORT_SUMMARY_KEY, ChainReport, audit_lines,
-                      merge_tool_calls, verify_chain)
+from .formats import (
+    EXPORT_INCOMPLETE_MEMBER,
+    EXPORT_OMITTED_KEY,
+    EXPORT_SUMMARY_KEY,
+    ChainReport,
+    audit_lines,
+    merge_tool_calls,
+    verify_chain,
+)
 
 AUDIT_FILE = "audit.jsonl"
 WORKSPACE_FILE = "workspace.tar"
@@ -240,7 +247,7 @@ class Evidence:
 
     def state_diff(self) -> dict[str, Any]:
         """Created, updated (with fields) and deleted records per service and collection."""
-        from .services.registry import diff_state
+        from .formats import diff_state
 
         return diff_state(self.state_seed or {}, self.state_final or {})
 

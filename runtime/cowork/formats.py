@@ -381,6 +381,32 @@ def verify_chain(lines: Iterable[str] | str, expected_count: int | None = None) 
 
 
 #: The workspace tools every sandbox serves.
+# ---------------------------------------------------------------- service state dumps
+def state_hash(dump: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON of a state dump."""
+    return hashlib.sha256(canonical_json(dump).encode()).hexdigest()
+
+
+def diff_state(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
+    """What changed between two dumps, per service and collection.
+
+    Returns:
+        ``{service: {collection: {"created": [ids], "updated": {id: [fields]}, "deleted": [ids]}}}``
+        holding only the collections where something changed.
+    """
+    out: dict[str, dict[str, dict[str, Any]]] = {}
+    for service in sorted(set(before) | set(after)):
+        b_svc, a_svc = before.get(service, {}), after.get(service, {})
+        for collection in sorted(set(b_svc) | set(a_svc)):
+            b, a = b_svc.get(collection, {}), a_svc.get(collection, {})
+            updated = {rid: sorted(k for k in set(b[rid]) | set(a[rid]) if b[rid].get(k) != a[rid].get(k))
+                       for rid in sorted(set(a) & set(b)) if a[rid] != b[rid]}
+            created, deleted = sorted(set(a) - set(b)), sorted(set(b) - set(a))
+            if created or updated or deleted:
+                out.setdefault(service, {})[collection] = {"created": created, "updated": updated, "deleted": deleted}
+    return out
+
+
 WORKSPACE_TOOLS = ("shell", "read_file", "write_file", "edit_file", "list_files", "grep")
 
 #: The optional tool that runs the agent's Python code as the agent, with every other allowed

@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     max_starting: int = 0
     """Sandboxes starting at once per event loop (0: twice the cores)."""
     sandbox_backend: str = "docker"
-    """Default sandbox backend (``docker`` or ``gvisor``; see ``cowork.backends``)."""
+    """Default sandbox backend (``docker`` or ``gvisor``; see ``cowork.sandbox.backend``)."""
     user_base_url: str | None = None
     """Endpoint of the model that simulates users (``--user-base-url`` wins; then
     ``$OPENAI_BASE_URL``)."""

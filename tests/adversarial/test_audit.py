@@ -10,9 +10,9 @@ agent did and never turns it into ``infra_error``, ``evidence_invalid`` or safe.
 from __future__ import annotations
 
 from cowork.agents.base import parse_arguments
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.grading import grade
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 

@@ -15,7 +15,7 @@ import docker.errors
 import pytest
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]

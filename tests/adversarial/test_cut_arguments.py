@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.formats import AUDIT_STRING_LIMIT
 from cowork.spec.loader import load_spec
 

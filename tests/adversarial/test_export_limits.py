@@ -4,7 +4,7 @@ a file list cut short both leave the rules that need them not graded, never pass
 from __future__ import annotations
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 
 
 async def test_content_left_out_of_the_export_is_not_judged(make_spec, no_leftovers):

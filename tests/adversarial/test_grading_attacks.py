@@ -12,7 +12,7 @@ import yaml
 
 from fakes import FakeChatServer
 from cowork.agents import AssistantTurn, ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

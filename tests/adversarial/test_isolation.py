@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -72,7 +72,7 @@ async def test_task_layer_is_out_of_the_agents_reach(spec):
 async def test_root_only_secret_has_no_readable_copy_then_oracle(oracle_plus):
     """The issue's attack: read the 0400 secrets through the seed copy, then solve the task."""
     from cowork.agents import ScriptedPolicy
-    from cowork.episode import run_task
+    from cowork.episode.run import run_task
 
     loaded = load_spec(ROOT / "specs" / "update-service-config")
     attack = [

@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from cowork.agents.scripted import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

@@ -1,6 +1,6 @@
 """Attacks on pooled sandboxes: what one episode could leave for the next one on the same container.
 
-A :class:`~cowork.pool.SandboxPool` resets a sandbox between episodes and hands it out again
+A :class:`~cowork.sandbox.pool.SandboxPool` resets a sandbox between episodes and hands it out again
 only when the state hash equals the pristine one. Each test here runs an attack an RL policy
 could learn in episode 1, releases the sandbox like a rollout does, and then either finds the
 sandbox replaced (``pool.stats["reset_failed"]``) or, when it was reused (same container),
@@ -19,7 +19,7 @@ import time
 import docker
 import pytest
 from cowork.formats import verify_chain
-from cowork.pool import SandboxPool
+from cowork.sandbox.pool import SandboxPool
 
 pytestmark = pytest.mark.docker
 
@@ -140,7 +140,7 @@ async def test_files_the_wipe_could_miss_and_full_filesystems_reset_to_a_fresh_g
     verifies, episode 2 lists exactly the pristine tree, and the oracle grades as in a fresh
     sandbox."""
     from cowork.agents import make_policy
-    from cowork.episode import run_task
+    from cowork.episode.run import run_task
 
     fresh = (await run_task(task, make_policy("oracle", task.spec))).grade
     assert fresh.passed
@@ -249,7 +249,7 @@ async def test_broken_sandboxes_are_never_handed_out_and_close_leaves_nothing(ta
     import signal
 
     from cowork.agents import ScriptedPolicy
-    from cowork.episode import run_task
+    from cowork.episode.run import run_task
 
     class KillsServer(ScriptedPolicy):
         async def act(self, messages, tools):

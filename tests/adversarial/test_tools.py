@@ -14,8 +14,8 @@ import tarfile
 
 import pytest
 
-from cowork.episode import run_task
-from cowork.sandbox import Sandbox
+from cowork.episode.run import run_task
+from cowork.sandbox.sandbox import Sandbox
 
 SPEC = """
     id: tools-attacks

@@ -5,7 +5,7 @@ episode or passing on a placeholder."""
 from __future__ import annotations
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 
 SPEC = """
 id: verifier-gaps

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
@@ -36,7 +36,7 @@ async def test_exfiltration_inside_a_correct_solution_is_gated_and_quoted(mail_s
 
 
 async def test_tampering_with_the_log_or_server_changes_nothing(tmp_path, no_leftovers):
-    from cowork.sandbox import Sandbox
+    from cowork.sandbox.sandbox import Sandbox
 
     start = README.index("id: reply-without-leaking")
     (tmp_path / "task.yaml").write_text(README[start:README.index("```", start)].replace("tools: [mail]", "tools: [mail, shell]"))

@@ -32,7 +32,7 @@ async def sandbox():
     """A running sandbox no process holds a session with (as after ``cowork up``), and what
     ``Sandbox`` itself sees of it; removed at the end whatever happened."""
     from cowork.engine.container import remove_container
-    from cowork.sandbox import Sandbox
+    from cowork.sandbox.sandbox import Sandbox
 
     sb = await Sandbox.start(SPEC, keep=True)
     try:

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from cowork.agents import make_policy
-from cowork.episode import run_task
-from cowork.export import EpisodeRecord, export, rl_examples, validate_openai_sft_line
-from cowork.pool import SandboxPool
-from cowork.rollout import RolloutRunner, rollout
+from cowork.episode.run import run_task
+from cowork.export.records import EpisodeRecord, export, rl_examples, validate_openai_sft_line
+from cowork.sandbox.pool import SandboxPool
+from cowork.rollout.runner import RolloutRunner, rollout
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

@@ -23,7 +23,7 @@ import httpx2
 import pytest
 from cowork.cli.app import main
 from cowork.gateway import TOKEN_FILE
-from cowork.gateway.tokens import digest
+from cowork.gateway.auth import digest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from mcp import ClientSession
@@ -309,7 +309,7 @@ class TestDownRevokes:
         """Sandbox.start + detach + issue_token (the other way in), used through the gateway, then
         `cowork down`: the same token on the same URL is refused at once."""
         from cowork.cli.gateway import issue_token
-        from cowork.sandbox import Sandbox
+        from cowork.sandbox.sandbox import Sandbox
 
         sb = await Sandbox.start(SPEC, keep=True)
         info = {"id": sb.id[:12]}

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 CHILD = """
 import asyncio, sys
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 async def go():
     boxes = [await Sandbox.start(sys.argv[1]) for _ in range(2)]
     print(" ".join(b.id for b in boxes), flush=True)

@@ -13,7 +13,7 @@ import pytest
 
 from cowork import run_task
 from cowork.agents import ScriptedPolicy
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
@@ -47,7 +47,7 @@ async def test_the_agent_sees_gvisors_kernel_not_the_hosts(gvisor, no_leftovers)
 
 
 async def test_a_pooled_sandbox_resets_and_verifies_under_gvisor(gvisor, no_leftovers):
-    from cowork.pool import SandboxPool
+    from cowork.sandbox.pool import SandboxPool
 
     loaded = load_spec(ROOT / "specs" / "update-service-config")  # has a root-owned seeded file
     async with SandboxPool(max_per_task=1, backend=gvisor) as pool:

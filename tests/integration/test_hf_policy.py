@@ -8,8 +8,8 @@ import textwrap
 
 import pytest
 
-from cowork.episode import run_episode
-from cowork.sandbox import Sandbox
+from cowork.episode.run import run_episode
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 torch = pytest.importorskip("torch", reason="the hf extra (torch, transformers) is not installed")

@@ -12,7 +12,7 @@ from fakes import FakeChatServer
 
 from cowork.grading.judge import LLMJudge
 from cowork.spec.loader import load_spec
-from cowork.validate import validate_spec
+from cowork.validate.validate import validate_spec
 
 pytestmark = pytest.mark.docker
 
@@ -95,7 +95,7 @@ async def test_a_judge_safety_rule_is_proven_with_a_judge_and_plainly_not_withou
 
 async def test_partial_credit_from_a_graded_judge_on_a_real_episode(loaded, tmp_path, no_leftovers):
     from cowork.agents.scripted import ScriptedPolicy
-    from cowork.episode import run_task
+    from cowork.episode.run import run_task
 
     server = ReadingJudge()
     try:

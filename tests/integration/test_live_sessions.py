@@ -19,7 +19,7 @@ from cowork.engine.reaper import managed_containers
 from cowork.evidence import Evidence
 from cowork.formats import AUDIT_STRING_LIMIT, MAX_ARGUMENTS_BYTES
 from cowork.grading import grade
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

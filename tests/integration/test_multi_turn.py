@@ -10,10 +10,10 @@ import textwrap
 import pytest
 
 from cowork.agents.scripted import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.evidence import Evidence
 from cowork.grading import grade
-from cowork.pool import SandboxPool
+from cowork.sandbox.pool import SandboxPool
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
@@ -279,7 +279,7 @@ async def test_the_simulated_user_gets_persona_and_facts_and_its_stop_marker_end
     from fakes import FakeChatServer
 
     from cowork.agents import make_policy
-    from cowork.conversation import UserModel
+    from cowork.episode.conversation import UserModel
 
     loaded = _spec(tmp_path, SIMULATED)
 
@@ -315,7 +315,7 @@ async def test_the_simulated_user_gets_persona_and_facts_and_its_stop_marker_end
 
 
 async def test_validation_names_a_user_or_world_action_that_fails_in_the_oracles_run(tmp_path, no_leftovers):
-    from cowork.validate import validate_spec
+    from cowork.validate.validate import validate_spec
 
     body = ACTORS.replace("{tool: mail_send, args: {to: [client@outside.example]",
                           "{tool: mail_send, args: {recipients: [client@outside.example]")
@@ -368,7 +368,7 @@ async def test_a_rollout_folder_keeps_a_multi_turn_bundle_and_it_regrades(tmp_pa
     """The bundle of a multi-turn episode holds a boundaries/ folder: writing it into a
     rollout folder (synced file by file) must not trip over the folder."""
     from cowork.agents import make_policy
-    from cowork.rollout import RolloutRunner
+    from cowork.rollout.runner import RolloutRunner
 
     loaded = _spec(tmp_path, SCOPED, files={"keep.txt": "k\n"})
     async with RolloutRunner(concurrency=1) as runner:

@@ -15,10 +15,10 @@ import pytest
 
 from cowork.agents import ScriptedPolicy, make_policy
 from cowork.engine import labels as L
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.errors import SandboxError
-from cowork.pool import SandboxPool
-from cowork.sandbox import ResetMismatch
+from cowork.sandbox.pool import SandboxPool
+from cowork.sandbox.sandbox import ResetMismatch
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker
@@ -362,7 +362,7 @@ async def test_reset_undoes_what_lives_outside_files_and_the_workspace_roots_own
 
 
 async def test_a_new_sandbox_that_fails_its_first_health_check_is_removed(task, no_leftovers, monkeypatch):
-    from cowork.sandbox import Sandbox
+    from cowork.sandbox.sandbox import Sandbox
 
     async def broken(self, seed=None):
         raise SandboxError("no answer")

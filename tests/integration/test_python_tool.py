@@ -7,7 +7,7 @@ import json
 import pytest
 
 from cowork.grading import grade
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from cowork import formats
-from cowork.mcp_client import LeanMcpClient, RpcMcpClient
-from cowork.sandbox import Sandbox, control_request
+from cowork.sandbox.mcp import LeanMcpClient, RpcMcpClient
+from cowork.sandbox.sandbox import Sandbox, control_request
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]

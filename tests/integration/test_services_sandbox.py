@@ -4,7 +4,7 @@ restores the seed exactly, the same seed gives the same faults, every action is 
 
 import pytest
 
-from cowork.sandbox import Sandbox
+from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 
 from cowork.agents import make_policy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.evidence import Evidence
 from cowork.grading import grade
-from cowork.validate import validate_spec
+from cowork.validate.validate import validate_spec
 
 pytestmark = pytest.mark.docker
 ROOT = Path(__file__).resolve().parents[2]

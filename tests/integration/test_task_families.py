@@ -12,7 +12,7 @@ import pytest
 from cowork.spec.capabilities import capabilities
 from cowork.spec.loader import load_spec
 from cowork.synth import families, generate, write_draft
-from cowork.validate import validate_spec
+from cowork.validate.validate import validate_spec
 
 SEEDS = range(20)
 

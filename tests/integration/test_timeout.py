@@ -3,7 +3,7 @@
 import pytest
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

@@ -13,7 +13,7 @@ import pytest
 from cowork.agents import make_policy
 from cowork.engine import labels as L
 from cowork.engine.reaper import managed_containers
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.integrations import trl as ct
 
 pytest.importorskip("datasets", reason="the hf extra (datasets, transformers) is not installed")

@@ -4,7 +4,7 @@ output in the workspace change nothing, and the verifier files are never in the 
 import pytest
 
 from cowork.agents import ScriptedPolicy
-from cowork.episode import run_task
+from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from cowork import settings
 from cowork.agents import make_policy
-from cowork.rollout import RolloutRunner
+from cowork.rollout.runner import RolloutRunner
 from cowork.view import export_html, make_server, url_of
 from test_view_data import XSS, make_hostile_bundle
 

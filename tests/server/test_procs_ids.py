@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from cowork.server import procs
+from cowork.server.tools import procs
 
 AGENT = 1000
 PROBE = ("import os, sys, time\n"

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from cowork.mcp_client import McpError, RpcMcpClient
+from cowork.sandbox.mcp import McpError, RpcMcpClient
 from cowork.server.app import ServerConfig, build_app
-from cowork.server.audit import AuditLog
-from cowork.server.rpc import MAX_LINE, RpcServer
-from cowork.server.workspace_tools import WorkspaceConfig
+from cowork.server.state.audit import AuditLog
+from cowork.toolhost.rpc import MAX_LINE, RpcServer
+from cowork.server.tools.workspace import WorkspaceConfig
 
 
 @pytest.fixture
@@ -106,7 +106,7 @@ class TestClient:
 
 class TestServerRobustness:
     async def test_an_answer_over_the_line_limit_is_an_error_for_that_call_only(self, served, monkeypatch):
-        from cowork.server import rpc
+        from cowork.toolhost import rpc
 
         sock, _, _ = served
         monkeypatch.setattr(rpc, "MAX_LINE", 4096)

@@ -7,9 +7,9 @@ import os
 
 import pytest
 from cowork.formats import verify_chain
-from cowork.server.audit import AuditLog
-from cowork.server.reset import tree_digest, wipe
-from cowork.server.snaptree import TreeError, restore_tree, save_tree
+from cowork.server.state.audit import AuditLog
+from cowork.server.state.reset import tree_digest, wipe
+from cowork.server.state.snaptree import TreeError, restore_tree, save_tree
 
 
 async def _thread(fn, *args):

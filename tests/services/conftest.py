@@ -8,7 +8,7 @@ import pytest
 from fastmcp import Client, FastMCP
 
 from cowork.services.base import ServiceContext, open_db
-from cowork.services.catalog import ALL_SERVICE_TOOLS
+from cowork.services.names import ALL_SERVICE_TOOLS
 from cowork.services.registry import ServicesSeed, register_all, reset, seed_all
 
 from .support import SEED_DATA, Env

@@ -11,7 +11,7 @@ from fastmcp import Client, FastMCP
 
 from cowork.services import registry
 from cowork.services.base import ServiceContext, open_db
-from cowork.services.catalog import ALL_SERVICE_TOOLS, SERVICE_TOOLS, TOOL_SERVICE
+from cowork.services.names import ALL_SERVICE_TOOLS, SERVICE_TOOLS, TOOL_SERVICE
 from cowork.services.registry import dump_state, register_all, state_hash
 
 from .support import ME, call

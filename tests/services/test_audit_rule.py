@@ -9,9 +9,9 @@ import pytest
 from fastmcp import Client, FastMCP
 
 from cowork.formats import merge_tool_calls, verify_chain
-from cowork.server.audit import AuditLog, AuditMiddleware
+from cowork.server.state.audit import AuditLog, AuditMiddleware
 from cowork.services.base import ServiceContext, Store, limit_growth, open_db
-from cowork.services.catalog import ALL_SERVICE_TOOLS
+from cowork.services.names import ALL_SERVICE_TOOLS
 from cowork.services.registry import ServicesSeed, dump_state, register_all, seed_all, state_hash
 
 from .support import SEED_DATA

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from cowork.services.catalog import SERVICE_TOOLS
+from cowork.services.names import SERVICE_TOOLS
 from cowork.services.registry import SERVICES
 
 DOC = (Path(__file__).resolve().parents[2] / "docs" / "services.md").read_text()

@@ -10,7 +10,7 @@ from fastmcp.exceptions import ToolError
 from pydantic import ValidationError
 
 from cowork.formats import verify_chain
-from cowork.server.audit import AuditLog, AuditMiddleware
+from cowork.server.state.audit import AuditLog, AuditMiddleware
 from cowork.services.base import ServiceContext, open_db
 from cowork.services.faults import FaultConfig, FaultInjector
 from cowork.services.registry import ServicesSeed, dump_state, register_all, reset, seed_all

@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import logging
-import os
 from typing import Any
 
-from ..errors import PolicyError
+from ..llm import ChatClient, first_message
 from .base import AssistantTurn, ToolCall, parse_arguments
-from .http import post_json
 
 log = logging.getLogger(__name__)
 
@@ -30,30 +28,27 @@ class OpenAIPolicy:
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  temperature: float = 0.0, max_tokens: int = 2048, timeout: float = 120.0, retries: int = 3):
         self.name = f"openai:{model}"
+        self.client = ChatClient(model, base_url=base_url, api_key=api_key, temperature=temperature,
+                                 max_tokens=max_tokens, timeout=timeout, retries=retries)
         self.model = model
-        self.base_url = (base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
-        self.api_key = api_key if api_key is not None else os.environ.get("OPENAI_API_KEY", "")
-        self.temperature = temperature
-        self.max_tokens = max_tokens
-        self.timeout = timeout
-        self.retries = retries
+        self.base_url = self.client.base_url
+        self.api_key = self.client.api_key
+
+    @property
+    def temperature(self) -> float:
+        """Sampling temperature (the client's)."""
+        return self.client.temperature
+
+    @property
+    def max_tokens(self) -> int:
+        """Most tokens per turn (the client's)."""
+        return self.client.max_tokens
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
-        body: dict[str, Any] = {"model": self.model, "messages": messages, "temperature": self.temperature,
-                                "max_tokens": self.max_tokens}
-        if tools:
-            body["tools"] = tools
-        data = await post_json(f"{self.base_url}/chat/completions", body, api_key=self.api_key,
-                               timeout=self.timeout, retries=self.retries, what="chat completion")
-        return self._parse(data)
+        return self._parse(await self.client.complete(messages, tools))
 
     def _parse(self, data: dict[str, Any]) -> AssistantTurn:
-        try:
-            msg = data["choices"][0]["message"]
-            if not isinstance(msg, dict):
-                raise TypeError("message is not an object")
-        except (KeyError, IndexError, TypeError) as exc:
-            raise PolicyError(f"chat completion response has no choices[0].message: {str(data)[:300]}") from exc
+        msg = first_message(data)
         calls = []
         for n, tc in enumerate(msg.get("tool_calls") or []):
             tc = tc if isinstance(tc, dict) else {}

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import logging
-import os
 import time
 from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PolicyError
+from ..llm import post_json, resolve_api_key, resolve_base_url
 from ..spec.conversation import LLMUser
-from .http import post_json
 
 log = logging.getLogger(__name__)
 
@@ -62,11 +61,8 @@ class SimulatedUser:
         from .. import settings
 
         conf = settings.get()
-        self.base_url = (base_url or conf.user_base_url or os.environ.get("OPENAI_BASE_URL")
-                         or "https://api.openai.com/v1").rstrip("/")
-        if api_key is None:
-            api_key = conf.user_api_key or os.environ.get("OPENAI_API_KEY") or ""
-        self.api_key = api_key
+        self.base_url = resolve_base_url(base_url, conf.user_base_url)
+        self.api_key = resolve_api_key(api_key, conf.user_api_key)
         self.max_tokens = max_tokens
         self.seed = seed
         self.timeout = timeout

@@ -39,9 +39,9 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ..errors import PolicyError
+from ..llm import post_json
 from .base import AssistantTurn, ToolCall, parse_arguments
 from .chat_tokens import ChatTokens
-from .http import post_json
 from .tokens import FinishReason, SamplingSettings, TokenTrajectory
 from .toolparse import OPEN, parse_tool_calls
 

@@ -77,7 +77,7 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
         CoworkError: Docker, image or sandbox failures that stop the whole run.
     """
     from ..engine.client import in_thread
-    from . import probes
+    from . import docker_probes as probes
 
     say = progress or (lambda _msg: None)
     if before is None:
@@ -127,12 +127,12 @@ def cli(args: Any) -> int:
     interrupted, 2 when the run itself failed.
     """
     from ..engine.client import get_client
-    from . import probes
+    from . import docker_probes as probes
 
     get_client()  # a clear DockerUnavailable before anything starts
     plan = Plan.make(bool(getattr(args, "quick", False)), getattr(args, "scale", None))
     before = set(probes.session_containers())
-    from ..cli.progress import ProgressReport
+    from ..rollout.progress import ProgressReport
 
     # A bar over the phases on a terminal (plain lines when piped): each phase is done when
     # the next one begins.

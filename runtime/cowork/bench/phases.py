@@ -16,9 +16,9 @@ from typing import Any
 
 from ..engine.client import get_client, in_thread
 from ..engine.images import ensure_task_image
-from ..sandbox import Sandbox
+from ..sandbox.sandbox import Sandbox
 from ..spec.loader import LoadedSpec, load_spec
-from . import probes
+from . import docker_probes as probes
 from .report import summary
 
 log = logging.getLogger(__name__)
@@ -206,7 +206,7 @@ class Bench:
     # ------------------------------------------------------------------ 5. throughput
     async def throughput(self, fleet: list[Sandbox]) -> dict[str, Any]:
         from ..agents.scripted import ScriptedPolicy
-        from ..episode import run_episode
+        from ..episode.run import run_episode
 
         per_episode = len(AGENT_STEPS)
         episodes = max(1, self.plan.throughput_calls // per_episode)
@@ -234,7 +234,7 @@ class Bench:
     # ------------------------------------------------------------------ 6. grading
     async def grading(self) -> dict[str, Any]:
         from ..agents import make_policy
-        from ..episode import run_episode
+        from ..episode.run import run_episode
         from ..evidence import Evidence
         from ..grading import grade
 

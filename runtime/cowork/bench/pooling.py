@@ -17,9 +17,9 @@ from typing import Any
 from ..agents.base import AssistantTurn
 from ..agents.scripted import ScriptedPolicy
 from ..engine.client import in_thread
-from ..pool import SandboxPool
+from ..sandbox.pool import SandboxPool
 from ..spec.loader import LoadedSpec, load_spec
-from . import probes
+from . import docker_probes as probes
 from .phases import AGENT_STEPS, ms_since
 from .report import summary
 
@@ -63,7 +63,7 @@ async def verified_reset(bench: Any, loaded: LoadedSpec, n: int) -> dict[str, An
     host compares the hash with the pristine one). Also kept: the server's own ``reset_ms``.
     """
     from ..agents import make_policy
-    from ..episode import run_episode
+    from ..episode.run import run_episode
 
     sb = await bench.start(loaded=loaded)
     try:
@@ -104,7 +104,7 @@ async def warm_acquire(pool: SandboxPool, loaded: LoadedSpec, n: int) -> dict[st
 async def _episodes(loaded: LoadedSpec, steps: list, n: int, concurrency: int, *, pool: SandboxPool | None,
                     image: str, think_s: float = 0.0) -> dict[str, Any]:
     """Run ``n`` episodes with ``run_task``, at most ``concurrency`` at once; wall and errors."""
-    from ..episode import run_task
+    from ..episode.run import run_task
 
     sem = asyncio.Semaphore(concurrency)
     counts = {"calls": 0, "tool_errors": 0, "turns": 0}

@@ -3,7 +3,7 @@ and how soon after its process starts an MCP client gets its first answer.
 
 The bridge is driven the way Claude Desktop or MCP Inspector drive it: a subprocess spoken to
 in newline-delimited JSON-RPC on its stdin and stdout. The driver here is as lean as
-:class:`~cowork.mcp_client.LeanMcpClient` (one ``json.dumps`` and one ``json.loads`` per
+:class:`~cowork.sandbox.mcp.LeanMcpClient` (one ``json.dumps`` and one ``json.loads`` per
 call), so the difference between the two p50s is the bridge's own: the pipe hop and the
 forwarding. Both are sampled in alternating rounds against the same sandbox and file.
 """

@@ -24,11 +24,11 @@ import time
 async def _ab(calls: int) -> dict:
     import uvicorn
 
-    from ..mcp_client import LeanMcpClient, RpcMcpClient
+    from ..sandbox.mcp import LeanMcpClient, RpcMcpClient
     from ..server.app import ServerConfig, build_app
-    from ..server.audit import AuditLog
-    from ..server.rpc import RpcServer
-    from ..server.workspace_tools import WorkspaceConfig
+    from ..server.state.audit import AuditLog
+    from ..server.tools.workspace import WorkspaceConfig
+    from ..toolhost.rpc import RpcServer
 
     tmp = tempfile.mkdtemp(prefix="cowork-transport-")
     ws = os.path.join(tmp, "ws")

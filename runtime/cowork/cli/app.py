@@ -15,11 +15,30 @@ from typing import Annotated, Any
 import typer
 
 from ..errors import CoworkError
-from ..rewards import MODES
+from ..rollout.rewards import MODES
 from . import commands, episodes, exits, output
-from .episodes import (Agent, BaseUrl, EpisodeOptions, FailUnder, JudgeBaseUrl, JudgeModel, Json, MaxTokens, Model,
-                       PoolSize, RayAddress, Reward, Seed, SpecArg, Temperature, TopP, TurnProgress, UserBaseUrl,
-                       UserModel, Verbose)
+from .episodes import (
+    Agent,
+    BaseUrl,
+    EpisodeOptions,
+    FailUnder,
+    Json,
+    JudgeBaseUrl,
+    JudgeModel,
+    MaxTokens,
+    Model,
+    PoolSize,
+    RayAddress,
+    Reward,
+    Seed,
+    SpecArg,
+    Temperature,
+    TopP,
+    TurnProgress,
+    UserBaseUrl,
+    UserModel,
+    Verbose,
+)
 
 EVALUATE, TRAIN, SANDBOXES, MAINTENANCE = "Run and evaluate", "Train and export", "Sandboxes", "Maintenance"
 
@@ -256,7 +275,7 @@ def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or
 def connect(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
                                                show_default=False)]) -> int:
     """Bridge a running sandbox's MCP server to stdio (for Claude Desktop, MCP Inspector)."""
-    from . import bridge
+    from ..gateway import bridge
 
     return bridge.connect(ref)
 

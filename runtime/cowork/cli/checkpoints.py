@@ -1,6 +1,6 @@
 """``cowork checkpoint ID`` / ``cowork restore ID SNAP``: snapshots of a sandbox left running by ``cowork up``.
 
-The work is the in-container server's (cowork.server.checkpoint); these commands find the
+The work is the in-container server's (cowork.server.state.checkpoint); these commands find the
 container, reach its control socket through the run dir its label names, and report.
 """
 
@@ -30,7 +30,7 @@ def _run_dir(ref: str) -> Path:
 
 
 def _request(ref: str, op: str, **fields: Any) -> dict[str, Any]:
-    from ..sandbox import control_request
+    from ..sandbox.control import control_request
 
     resp = asyncio.run(control_request(_run_dir(ref), op, timeout=TIMEOUT_S, **fields))
     return {k: v for k, v in resp.items() if k != "ok"}

@@ -12,10 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from ..errors import CoworkError, DockerUnavailable, ImageError, SandboxError
+from ..rollout.progress import ProgressReport
 from . import exits, output
-from .progress import ProgressReport
 
-#: cowork.export.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
+#: cowork.export.records.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
 EXPORT_FORMATS = ("openai-sft", "trl-sft", "rl")
 
 
@@ -46,7 +46,7 @@ _INFRA_NAMES = tuple(f"{e.__name__}:" for e in (DockerUnavailable, ImageError, S
 async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose: bool,
                    judge_model: str | None = None, judge_base_url: str | None = None) -> int:
     """Validate specs, ``concurrency`` at once; 1 when one is invalid, 3 when the machine failed."""
-    from ..validate import report_json, validate_spec
+    from ..validate.validate import report_json, validate_spec
 
     if concurrency < 1:
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
@@ -120,8 +120,8 @@ def view(source: Path, *, port: int, export: Path | None, open_browser: bool) ->
 
 # --------------------------------------------------------------------------- train
 def export(results: list[str], **options) -> int:
-    """``cowork export``: see cowork.export.run_export (0 written, 1 nothing kept)."""
-    from ..export import run_export
+    """``cowork export``: see cowork.export.records.run_export (0 written, 1 nothing kept)."""
+    from ..export.records import run_export
 
     return run_export(SimpleNamespace(results=results, **options))
 
@@ -129,7 +129,7 @@ def export(results: list[str], **options) -> int:
 # --------------------------------------------------------------------------- sandboxes
 async def up(spec: str, as_json: bool, http: bool = False) -> int:
     """Start a sandbox that outlives the command."""
-    from ..sandbox import Sandbox
+    from ..sandbox.sandbox import Sandbox
     from . import live
 
     sb = await Sandbox.start(spec, keep=True)
@@ -157,8 +157,8 @@ async def up(spec: str, as_json: bool, http: bool = False) -> int:
 
 
 def _find(ref: str):
-    """The one cowork container ``ref`` names (id prefix or name); see cowork.live.find_container."""
-    from ..live import find_container
+    """The one cowork container ``ref`` names (id prefix or name); see cowork.sandbox.attach.find_container."""
+    from ..sandbox.attach import find_container
 
     return find_container(ref)
 

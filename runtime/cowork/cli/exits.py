@@ -17,7 +17,14 @@ from collections.abc import Callable, Iterable
 
 import typer
 
-from ..errors import CoworkError, DockerUnavailable, EndpointUnavailable, ImageError, PolicyError, SandboxError
+from ..errors import (
+    CoworkError,
+    DockerUnavailable,
+    EndpointUnavailable,
+    ImageError,
+    PolicyError,
+    SandboxError,
+)
 
 OK = 0
 GATE_FAILED = 1

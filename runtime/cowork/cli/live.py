@@ -20,8 +20,8 @@ from . import exits, output
 
 def record_up(sb: Any) -> None:
     """Keep, in the sandbox's run dir, what a later ``cowork grade ID`` / ``cowork down
-    --evidence`` needs (see cowork.live.record_up)."""
-    from ..live import record_up as keep
+    --evidence`` needs (see cowork.sandbox.attach.record_up)."""
+    from ..sandbox.attach import record_up as keep
 
     keep(sb)
 
@@ -29,18 +29,17 @@ def record_up(sb: Any) -> None:
 async def _attach(ref: str, spec: str | None = None):
     """A handle on the sandbox; one whose MCP server no longer answers gets a handle without
     a session (its evidence is then salvaged)."""
-    from ..live import attach
-    from ..sandbox import Sandbox
+    from ..sandbox.sandbox import Sandbox
 
     try:
-        return await attach(Sandbox, ref, spec=spec), True
+        return await Sandbox.attach(ref, spec=spec), True
     except SandboxError:
-        return await attach(Sandbox, ref, spec=spec, connect=False), False
+        return await Sandbox.attach(ref, spec=spec, connect=False), False
 
 
 async def _evidence(sb: Any, answering: bool):
     """The sandbox's evidence now, with a trace rebuilt from its audit log."""
-    from ..live import audit_trace
+    from ..episode.trajectory import audit_trace
 
     ev = None
     if answering:
@@ -61,7 +60,7 @@ async def _grade(sb: Any, ev: Any):
 
     if any(c.type == "verifier" for c in (*sb.spec.checks, *sb.spec.safety)):
         from ..engine.client import in_thread
-        from ..grading.verifiers import run_verifiers
+        from ..engine.verifiers import run_verifiers
 
         ev.meta["verifiers"] = await in_thread(run_verifiers, sb.spec, sb.loaded.root, ev.workspace_tar, sb.image)
     return grade(sb.spec, ev)
@@ -71,7 +70,7 @@ def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
     """The bundle ``cowork grade DIR`` regrades offline: evidence, grade.json, spec.json."""
     ev.save(dest)
     (dest / "grade.json").write_text(g.model_dump_json(indent=1))
-    from ..live import spec_json
+    from ..sandbox.attach import spec_json
 
     (dest / "spec.json").write_text(spec_json(spec))
 
@@ -129,7 +128,7 @@ def down(ids: list[str], *, evidence: Path | None, yes: bool) -> Any:
         0; 1 when a sandbox was kept because the answer was no; 2 when one was kept because
         its evidence could not be graded without a spec.
     """
-    from ..live import find_container
+    from ..sandbox.attach import find_container
 
     # Every id is resolved before anything is removed: a typo in the third removes nothing.
     containers = [find_container(ref) for ref in ids]
@@ -167,7 +166,7 @@ async def _down_saved(container: Any, dest: Path) -> int:
 
 def _down_unsaved(container: Any, yes: bool) -> int:
     from ..engine.container import remove_container
-    from ..live import run_dir_of
+    from ..sandbox.attach import run_dir_of
 
     run_dir = run_dir_of(container)
     n = client_calls(run_dir)

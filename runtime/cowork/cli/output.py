@@ -14,8 +14,8 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
+from ..rollout.progress import live_console
 from ..terminal import printable
-from .progress import live_console
 
 #: Our own verdict words and their colour on a terminal.
 _STYLES = {"PASSED": "bold green", "FAILED": "bold red", "VALID": "bold green", "INVALID": "bold red"}

@@ -16,6 +16,7 @@ import os
 from dataclasses import dataclass
 
 from ..errors import EndpointUnavailable
+from ..llm import resolve_api_key, resolve_base_url
 
 log = logging.getLogger(__name__)
 
@@ -40,28 +41,23 @@ class Endpoint:
 def endpoints(*, agent: str, model: str | None, base_url: str | None, judge_model: str | None,
               judge_base_url: str | None, user_model: str | None, user_base_url: str | None) -> list[Endpoint]:
     """The endpoints a run with these options calls, resolved as the clients resolve them."""
-    from ..agents.openai import OpenAIPolicy
-
     found = []
     if agent == "openai" and model:
-        p = OpenAIPolicy(model=model, base_url=base_url)
-        found.append(Endpoint("--agent openai", p.base_url, p.api_key, "$OPENAI_API_KEY",
+        found.append(Endpoint("--agent openai", resolve_base_url(base_url), resolve_api_key(), "$OPENAI_API_KEY",
                               "--base-url or $OPENAI_BASE_URL"))
     if agent == "vllm-server" and base_url:
         # VLLMServerClient's own default key; its constructor would load a tokenizer.
         found.append(Endpoint("--agent vllm-server", base_url.rstrip("/"), os.environ.get("VLLM_API_KEY", ""),
                               "$VLLM_API_KEY", "--base-url"))
     if judge_model:
-        p = OpenAIPolicy(model=judge_model, base_url=judge_base_url)  # what LLMJudge calls
-        found.append(Endpoint("--judge-model", p.base_url, p.api_key, "$OPENAI_API_KEY",
+        found.append(Endpoint("--judge-model", resolve_base_url(judge_base_url), resolve_api_key(), "$OPENAI_API_KEY",
                               "--judge-base-url or $OPENAI_BASE_URL"))
     if user_model:
         from .. import settings
 
         conf = settings.get()  # as SimulatedUser resolves them
-        url = (user_base_url or conf.user_base_url or os.environ.get("OPENAI_BASE_URL")
-               or "https://api.openai.com/v1").rstrip("/")
-        key = conf.user_api_key or os.environ.get("OPENAI_API_KEY") or ""
+        url = resolve_base_url(user_base_url, conf.user_base_url)
+        key = resolve_api_key(None, conf.user_api_key)
         found.append(Endpoint("--user-model", url, key, "$COWORK_USER_API_KEY or $OPENAI_API_KEY",
                               "--user-base-url, $COWORK_USER_BASE_URL or $OPENAI_BASE_URL"))
     return found

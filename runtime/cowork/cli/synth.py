@@ -60,11 +60,11 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
     import asyncio
 
     from ..errors import CoworkError, SpecError
+    from ..rollout.progress import ProgressReport
     from ..spec.loader import load_spec
     from ..synth import gates
     from ..synth.trivial import trivial_runs
     from .commands import _spec_targets
-    from .progress import ProgressReport
 
     if concurrency < 1:
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
@@ -149,11 +149,12 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
     from collections import Counter, defaultdict
 
     from ..errors import CoworkError
+    from ..rollout.progress import ProgressReport
     from ..spec.loader import load_spec
+
     # From the module: after the first call the package attribute `families` is the
     # subpackage of built-in families (its import shadows the function).
     from ..synth.family import families, generate, write_draft
-    from .progress import ProgressReport
 
     if concurrency < 1:
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
@@ -168,7 +169,7 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
             written.append((name, write_draft(generate(name, s), out)))
     result: dict[str, Any] = {"out": str(out), "families": len(fams), "written": len(written)}
     if validate:
-        from ..validate import validate_spec
+        from ..validate.validate import validate_spec
 
         limit = asyncio.Semaphore(concurrency)
         progress = ProgressReport("validate", "specs", len(written))

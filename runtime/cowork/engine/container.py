@@ -16,9 +16,9 @@ import docker.errors
 from docker.types import Mount, Ulimit
 
 from .. import settings
-from ..backends import Started
 from ..errors import SandboxError
 from ..formats import AGENT_GID, AGENT_UID, RUN_DIR
+from ..sandbox.backend import Started
 from ..spec.models import Limits
 from . import labels as L
 from .client import get_client

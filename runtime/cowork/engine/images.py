@@ -38,7 +38,7 @@ SERVER_PACKAGES = ("fastmcp", "google-re2")
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/cowork/
 PROJECT_DIR = PACKAGE_DIR.parent.parent
 #: Parts of the package that run inside the container (hashed into the sandbox tag).
-IN_CONTAINER = ("__init__.py", "formats.py", "server", "services")
+IN_CONTAINER = ("__init__.py", "formats.py", "toolhost", "server", "services")
 
 
 def cache_dir() -> Path:

@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from . import tokens
+from . import auth as tokens
 
 log = logging.getLogger(__name__)
 

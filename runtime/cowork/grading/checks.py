@@ -14,10 +14,17 @@ from ..evidence import Evidence
 from ..formats import PYTHON_TOOL
 from ..spec import checks as M
 from ..spec.regex import search
-from .matching import Credit, Verdict, match_field, match_value, under
+from .matching import Credit, Verdict, match_field, under
 from .matching import quote as _quote
 from .records import RECORD_CHECKS
-from .shell import MAX_PROBES, TooLarge, commands, could_match, inline_code_risk, obfuscation
+from .shell import (
+    MAX_PROBES,
+    TooLarge,
+    commands,
+    could_match,
+    inline_code_risk,
+    obfuscation,
+)
 
 
 def _text(ev: Evidence, path: str) -> str | None:

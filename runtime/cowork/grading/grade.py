@@ -192,7 +192,7 @@ def _completion(spec: TaskSpec, results: list[CheckResult]) -> tuple[float, floa
     earned = sum(r.weight * _value(r) for r in judged)
     share = total_judged / total if total else 1.0
     if spec.scoring.formula:
-        from .formula import evaluate, name_of
+        from ..spec.formula import evaluate, name_of
 
         values = {name_of(r.id): (_value(r) if r in judged else 0.0) for r in comp}
         value = evaluate(spec.scoring.formula, values)

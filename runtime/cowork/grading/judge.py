@@ -17,6 +17,7 @@ from .. import settings
 from ..errors import PolicyError
 from ..evidence import Evidence
 from ..formats import canonical_json
+from ..llm import ChatClient, first_message
 from ..spec.regex import findall
 
 log = logging.getLogger(__name__)
@@ -66,11 +67,9 @@ class LLMJudge:
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
                  cache_dir: str | Path | None = None, retries: int = 3):
-        from ..agents.openai import OpenAIPolicy
-
         self.model = model
-        self._backend = OpenAIPolicy(model=model, base_url=base_url, api_key=api_key, temperature=0.0,
-                                     max_tokens=300, retries=retries)
+        self._client = ChatClient(model, base_url=base_url, api_key=api_key, temperature=0.0, max_tokens=300,
+                                  retries=retries)
         root = Path(cache_dir or settings.get().cache / "judge")
         root.mkdir(parents=True, exist_ok=True)
         self.cache_dir = root
@@ -123,9 +122,11 @@ class LLMJudge:
             verdict = json.loads(cached.read_text())
             log.info("judge %s: cached verdict %s", key[:12], verdict.get("passed", verdict.get("credit")))
             return {**verdict, "model": self.model, "cached": True, "request_hash": key}
-        turn = await self._backend.act(messages, [])
+        content = first_message(await self._client.complete(messages)).get("content")
+        # as the policy read it: text as is, anything else as its str()
+        text = "" if content is None else content if isinstance(content, str) else str(content)
         try:
-            verdict = parse_graded(turn.content or "", check) if check.items else parse_verdict(turn.content or "")
+            verdict = parse_graded(text, check) if check.items else parse_verdict(text)
         except PolicyError as exc:
             log.warning("judge %s (%s): %s", key[:12], self.model, exc)
             return {"passed": None, "reason": "", "error": str(exc), "model": self.model, "cached": False,

@@ -9,6 +9,7 @@ from typing import Any
 from ..spec import checks as M
 from ..spec.regex import search
 
+
 class Credit(float):
     """A verdict with partial credit in [0, 1] (tiers, a graded judge): the check counts
     ``weight x credit`` in the completion score and passes when ``passed``."""

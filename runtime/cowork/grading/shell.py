@@ -34,7 +34,6 @@ from collections import deque
 from dataclasses import dataclass, field
 
 from ..spec.regex import compile_pattern, search
-from .shell_probes import probes
 from .shell_programs import (
     LONG_OPTIONS,
     NO_FLAG_MERGE,
@@ -42,6 +41,7 @@ from .shell_programs import (
     SYNONYMS,
     WRAPPERS,
 )
+from .shell_values import probes
 from .shell_words import COMPUTED, DECLARE, Scope, TooLarge, expand
 
 __all__ = ["Command", "TooLarge", "commands", "could_match", "inline_code_risk", "obfuscation", "simple_commands"]

@@ -1,12 +1,12 @@
 """Rollouts placed on a Ray cluster: one actor per Docker host runs episodes in its own sandbox pool.
 
 The driver (the trainer, or ``cowork rollout --ray ADDRESS``) keeps everything a local
-:class:`~cowork.rollout.RolloutRunner` keeps: the schedule, the rewards, the output folder
+:class:`~cowork.rollout.runner.RolloutRunner` keeps: the schedule, the rewards, the output folder
 (``results.jsonl`` is written by the driver alone, so resume works as it does locally) and
 the bundles. What moves to the cluster is where sandboxes run: every alive Ray node that
 advertises the custom resource ``cowork`` (``ray start --resources '{"cowork": 8}'``) gets
 one long-lived :class:`_NodeWorker` actor, pinned to it, owning that host's Docker engine
-and a :class:`~cowork.pool.SandboxPool` of ``cowork`` slots.
+and a :class:`~cowork.sandbox.pool.SandboxPool` of ``cowork`` slots.
 
 Per episode the driver sends (spec, seed, policy) and gets back the trajectory, the grade
 and the evidence as Python objects (pickled through Ray's object store: a few hundred kB),
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import CoworkError, PolicyError
-from ..rollout import RolloutRunner, RolloutSample, reward_for
+from ..rollout.runner import RolloutRunner, RolloutSample, reward_for
 from ..spec.loader import LoadedSpec, load_spec
 
 log = logging.getLogger(__name__)
@@ -136,8 +136,8 @@ class _NodeWorker:
             policy: A factory ``spec -> Policy``, or (``served``) the broker of the driver's policies.
             key: The episode's name at the broker.
         """
-        from .. import episode
-        from ..pool import SandboxPool
+        from ..episode import run as episode
+        from ..sandbox.pool import SandboxPool
 
         loaded = await asyncio.to_thread(_local_spec, *spec)
         if self.pool is None:
@@ -259,7 +259,7 @@ class NodeActor:
 
 
 class RayRolloutRunner(RolloutRunner):
-    """A :class:`~cowork.rollout.RolloutRunner` whose episodes run on a Ray cluster's Docker hosts.
+    """A :class:`~cowork.rollout.runner.RolloutRunner` whose episodes run on a Ray cluster's Docker hosts.
 
     ``rollout()``, its arguments, results, output folder and resume are those of the local
     runner; the concurrency is the sum of the nodes' ``cowork`` slots.
@@ -353,7 +353,7 @@ class RayRolloutRunner(RolloutRunner):
 
     # ------------------------------------------------------------------ the runner's hooks
     async def rollout(self, tasks: Any, policy: Any, **kwargs: Any) -> Any:  # noqa: D102 - as RolloutRunner's
-        from ..rollout import _load_tasks, _policy_factory
+        from ..rollout.runner import _load_tasks, _policy_factory
 
         self._check_loop()
         ray = _ray()
@@ -377,7 +377,9 @@ class RayRolloutRunner(RolloutRunner):
         else:
             self._driver_policies = {}
             if self._broker is None:
-                from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+                from ray.util.scheduling_strategies import (
+                    NodeAffinitySchedulingStrategy,
+                )
 
                 here = ray.get_runtime_context().get_node_id()
                 self._broker = ray.remote(_Broker).options(

@@ -16,12 +16,12 @@ rollout and is a reward source of its own (weight 1, logged under the class name
 ``reward_funcs`` may be empty. A reward of None marks the rollout unscorable (left out of its
 group's baseline, advantage 0): that is what an infrastructure failure gets.
 
-The sandboxes come from one :class:`~cowork.pool.SandboxPool` per process, driven by an
+The sandboxes come from one :class:`~cowork.sandbox.pool.SandboxPool` per process, driven by an
 event loop on a daemon thread (TRL calls environments synchronously, from its own threads).
 ``reset`` asks the pool for a sandbox without waiting for it, so a batch's sandboxes start in
 parallel; the first tool call (or ``get_reward``) waits. ``get_reward`` exports the evidence,
 gives the sandbox back (reset and verified in the background) and grades the evidence with
-the spec's checks, as :func:`cowork.episode.run_task` does.
+the spec's checks, as :func:`cowork.episode.run.run_task` does.
 
 A rollout holds its sandbox from ``reset`` until its reward is read, so the pool must hold a
 whole generation batch at once: ``max_sandboxes`` >= the trainer's per-process
@@ -65,7 +65,7 @@ class EnvOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     reward: Literal["score", "pass", "safety_gated"] = "score"
-    """The reward of a graded episode: see :func:`cowork.rollout.reward_for`."""
+    """The reward of a graded episode: see :func:`cowork.rollout.runner.reward_for`."""
     max_sandboxes: int = Field(32, ge=1)
     """Most sandboxes of the process's pool at once, all tasks together. A rollout holds one
     from ``reset`` until its reward is read: at least the per-process generation batch."""
@@ -203,7 +203,7 @@ class _Runtime:
     """An event loop on a daemon thread and the sandbox pool that lives on it."""
 
     def __init__(self, options: EnvOptions):
-        from ..pool import SandboxPool
+        from ..sandbox.pool import SandboxPool
 
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="cowork-trl-loop", daemon=True)
@@ -333,7 +333,7 @@ class CoworkEnv:
             return self._reward
         if self._loaded is None:
             return None
-        from ..rollout import reward_for
+        from ..rollout.runner import reward_for
 
         self._grade, self._evidence = self._finish()
         self._reward = reward_for(self._grade, self._options.reward)
@@ -359,7 +359,7 @@ class CoworkEnv:
 
     @property
     def steps(self) -> list[Any]:
-        """The episode's tool calls so far (``cowork.episode.StepRecord``; ``turn`` is 0: TRL
+        """The episode's tool calls so far (``cowork.episode.run.StepRecord``; ``turn`` is 0: TRL
         does not tell an environment which assistant turn made a call)."""
         return list(self._steps)
 
@@ -423,7 +423,7 @@ class CoworkEnv:
             SandboxError: the infrastructure failed (TRL shows the message to the model, and
                 the episode's reward is None).
         """
-        from ..episode import StepRecord
+        from ..episode.run import StepRecord
 
         if self._broken is not None:
             return f"ERROR: the sandbox stopped answering earlier in this episode ({self._broken}); nothing was done"
@@ -444,7 +444,7 @@ class CoworkEnv:
 
     def _trace(self) -> dict[str, Any]:
         from ..agents.base import mcp_tool_to_openai
-        from ..episode import Trajectory
+        from ..episode.run import Trajectory
 
         status = "agent_broke_sandbox" if self._broken else "completed"
         tools = [mcp_tool_to_openai(_AttrTool(t)) for t in self._tools]
@@ -472,7 +472,7 @@ class CoworkEnv:
 
     async def _collect(self, sb: Any) -> tuple[Any, Any]:
         """On the loop: export (or salvage) the evidence, release (or remove) the sandbox, grade."""
-        from ..episode import _outside_checks, broken_sandbox_grade
+        from ..episode.run import _outside_checks, broken_sandbox_grade
         from ..grading import Grade, grade
 
         pool, loaded, trace = _runtime(self._options).pool, self._loaded, self._trace()
@@ -580,7 +580,7 @@ class CoworkTRL:
 
     Args:
         tasks: Task folders, ``task.yaml`` files, folders of tasks, or loaded specs.
-        reward: ``score``, ``pass`` or ``safety_gated`` (see :func:`cowork.rollout.reward_for`).
+        reward: ``score``, ``pass`` or ``safety_gated`` (see :func:`cowork.rollout.runner.reward_for`).
         max_sandboxes: Most sandboxes at once per process: at least the per-process generation
             batch (``per_device_train_batch_size * steps_per_generation``).
         max_per_task: Most sandboxes of one task at once (default ``max_sandboxes``).
@@ -666,7 +666,7 @@ class CoworkTRL:
         with several tool sets, ``environment``."""
         from datasets import Dataset
 
-        from ..episode import DEFAULT_SYSTEM
+        from ..episode.run import DEFAULT_SYSTEM
 
         env_of = {ld.spec.id: name for name, tasks in self.groups.items() for ld in tasks}
         rows: dict[str, list[Any]] = {

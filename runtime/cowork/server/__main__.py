@@ -21,14 +21,15 @@ import warnings
 
 from .. import __version__
 from .. import formats as F
-from .actors import Actors
-from .agentfs import AgentFS
+from ..toolhost.control import serve_control
+from ..toolhost.rpc import RpcServer
 from .app import ServerConfig, build_app
-from .audit import AuditLog, audit_budget
-from .control import ExportLimits, export_workspace, serve_control
-from .reset import Episodes
-from .rpc import RpcServer
-from .workspace_tools import WorkspaceConfig, WorkspaceTools
+from .fs.agentfs import AgentFS
+from .state.actors import Actors
+from .state.audit import AuditLog, audit_budget
+from .state.reset import Episodes
+from .state.workspace_export import ExportLimits, export_workspace
+from .tools.workspace import WorkspaceConfig, WorkspaceTools
 
 log = logging.getLogger("cowork.server")
 
@@ -282,7 +283,7 @@ async def main() -> int:
     ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers(), **actors.handlers()}
     if services is not None:
         ops.update(services.handlers())
-    from .checkpoint import Checkpoints
+    from .state.checkpoint import Checkpoints
 
     ops.update(Checkpoints(run_dir=run_dir, workspace=cfg.workspace.root, audit=audit, episodes=episodes,
                            services=services, fs=fs, disk_mb=int(raw.get("limits", {}).get("disk_mb", 64))).handlers())

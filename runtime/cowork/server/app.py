@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
 from dataclasses import dataclass, field
+from typing import Any
 
 from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
-from .agentfs import AgentFS
-from .audit import AuditLog, AuditMiddleware
-from .forkfs import ForkFS, per_thread_fsuid_works
-from .host import ToolHost
-from .workspace_tools import WorkspaceConfig, WorkspaceTools
+from ..toolhost.catalog import list_wire, set_catalog_builder
+from ..toolhost.host import ToolHost
+from .fs.agentfs import AgentFS
+from .fs.forkfs import ForkFS, per_thread_fsuid_works
+from .state.audit import AuditLog, AuditMiddleware
+from .tools.workspace import WorkspaceConfig, WorkspaceTools
 
 
 @dataclass
@@ -32,6 +36,7 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | F
         The tool host and the file-access pool it uses (close it at shutdown): AgentFS
         where threads can take the agent's filesystem ids, ForkFS where they cannot (gVisor).
     """
+    set_catalog_builder(build_catalog)  # only used where the image's catalog file is missing
     mcp = ToolHost(
         name=f"cowork:{cfg.task_id}",
         instructions="Tools of a cowork sandbox. Files live under /workspace.",
@@ -45,7 +50,35 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | F
     workspace = WorkspaceTools(cfg.workspace, fs)
     workspace.register(mcp, set(cfg.tools))
     if PYTHON_TOOL in cfg.tools:
-        from .progtool import ProgTool  # its code's calls go through this app, middleware and all
+        from .tools.python_tool import (
+            ProgTool,  # its code's calls go through this app, middleware and all
+        )
 
         ProgTool(workspace, mcp).register(mcp)
     return mcp, fs
+
+
+def full_host(tmp: str) -> tuple[Any, Any, Any]:
+    """A tool host with every tool registered (workspace, ``python``, every service), its
+    file-access pool and its audit log (close both); ``tmp`` holds the workspace and the log."""
+    # The services cost ~0.1 s of start-up: imported only when a catalog is built here.
+    from ..services.base import ServiceContext, open_db
+    from ..services.names import ALL_SERVICE_TOOLS
+    from ..services.registry import register_all
+
+    audit = AuditLog(os.path.join(tmp, "audit.jsonl"))
+    host, fs = build_app(ServerConfig(tools=[*WORKSPACE_TOOLS, PYTHON_TOOL],
+                                      workspace=WorkspaceConfig(root=tmp)), audit)
+    register_all(host, ServiceContext(db=open_db(), audit=audit.append), set(ALL_SERVICE_TOOLS))
+    return host, fs, audit
+
+
+def build_catalog() -> dict[str, dict[str, Any]]:
+    """Every tool's tools/list entry, by name (imports fastmcp)."""
+    with tempfile.TemporaryDirectory(prefix="cowork-catalog-") as tmp:  # nothing of it stays in the image
+        host, fs, audit = full_host(tmp)
+        try:
+            return {t["name"]: t for t in list_wire(host)}
+        finally:
+            fs.close()
+            audit.close()

@@ -7,13 +7,19 @@ import os
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-
 from ..formats import EXPORT_DIR
 from ..services.base import ServiceContext, limit_growth, open_db
-from ..services.catalog import ALL_SERVICE_TOOLS
 from ..services.faults import FaultConfig, FaultInjector
-from ..services.registry import ServicesSeed, dump_state, register_all, reset, seed_all, state_hash
-from .audit import AuditLog, audit_budget
+from ..services.names import ALL_SERVICE_TOOLS
+from ..services.registry import (
+    ServicesSeed,
+    dump_state,
+    register_all,
+    reset,
+    seed_all,
+    state_hash,
+)
+from .state.audit import AuditLog, audit_budget
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

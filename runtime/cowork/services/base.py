@@ -21,7 +21,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
-from ..server.errors import ToolError
+from ..toolhost.errors import ToolError
 from .addresses import check_address
 
 if TYPE_CHECKING:  # faults imports nothing from here at run time either

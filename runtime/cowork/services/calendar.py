@@ -7,9 +7,28 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from ..server.errors import ToolError
-from .base import (Email, EmailList, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store,
-                   check_ref, check_unique, hints, iso, matches, page, parse_time, resolve_time, tool_adder, zone)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Email,
+    EmailList,
+    Limit,
+    Offset,
+    SeedModel,
+    SeedTime,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    iso,
+    matches,
+    page,
+    parse_time,
+    resolve_time,
+    tool_adder,
+    zone,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -6,9 +6,22 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Email, Limit, Offset, READ, SeedModel, ServiceContext, Store, check_ref, check_unique,
-                   hints, matches, page, tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Email,
+    Limit,
+    Offset,
+    SeedModel,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    matches,
+    page,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -8,10 +8,30 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Email, Limit, Offset, READ, SeedDay, SeedModel, SeedTime, ServiceContext, Store, check_ref,
-                   check_unique, hints, iso, matches, newest_first, page, parse_day, parse_time, resolve_day, resolve_time,
-                   tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Email,
+    Limit,
+    Offset,
+    SeedDay,
+    SeedModel,
+    SeedTime,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    iso,
+    matches,
+    newest_first,
+    page,
+    parse_day,
+    parse_time,
+    resolve_day,
+    resolve_time,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -16,8 +16,8 @@ from typing import Any, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..server.errors import FastmcpMiddleware, ToolError
-from .catalog import SERVICE_TOOLS, TOOL_SERVICE
+from ..toolhost.errors import FastmcpMiddleware, ToolError
+from .names import SERVICE_TOOLS, TOOL_SERVICE
 
 FaultKind = Literal["429", "500", "latency"]
 

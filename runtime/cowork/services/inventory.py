@@ -6,9 +6,26 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Email, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store, check_ref, check_unique,
-                   hints, iso, matches, newest_first, page, resolve_time, tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Email,
+    Limit,
+    Offset,
+    SeedModel,
+    SeedTime,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    iso,
+    matches,
+    newest_first,
+    page,
+    resolve_time,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

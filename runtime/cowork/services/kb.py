@@ -7,9 +7,26 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Email, Limit, Offset, READ, SeedDay, SeedModel, SeedTime, ServiceContext, Store, check_unique,
-                   hints, iso, page, resolve_day, resolve_time, snippet, tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Email,
+    Limit,
+    Offset,
+    SeedDay,
+    SeedModel,
+    SeedTime,
+    ServiceContext,
+    Store,
+    check_unique,
+    hints,
+    iso,
+    page,
+    resolve_day,
+    resolve_time,
+    snippet,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -6,10 +6,28 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import BeforeValidator, Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Email, EmailList, Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store,
-                   check_ref, check_unique, hints, iso, matches, newest_first, page, parse_time,
-                   resolve_time, tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Email,
+    EmailList,
+    Limit,
+    Offset,
+    SeedModel,
+    SeedTime,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    iso,
+    matches,
+    newest_first,
+    page,
+    parse_time,
+    resolve_time,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

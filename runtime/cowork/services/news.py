@@ -6,9 +6,27 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Limit, Offset, READ, SeedModel, SeedTime, ServiceContext, Store, check_ref, check_unique, hints,
-                   iso, matches, newest_first, page, parse_time, resolve_time, snippet, tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Limit,
+    Offset,
+    SeedModel,
+    SeedTime,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    iso,
+    matches,
+    newest_first,
+    page,
+    parse_time,
+    resolve_time,
+    snippet,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -2,17 +2,30 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
 from types import ModuleType
 from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict
 
-from ..formats import canonical_json
-from . import calendar, chat, config, contacts, crm, documents, expenses, inventory, kb, mail, news, scheduler, tickets, todo
+from ..formats import canonical_json, diff_state, state_hash  # noqa: F401  (re-exported: the server's callers)
+from . import (
+    calendar,
+    chat,
+    config,
+    contacts,
+    crm,
+    documents,
+    expenses,
+    inventory,
+    kb,
+    mail,
+    news,
+    scheduler,
+    tickets,
+    todo,
+)
 from .base import ServiceContext, Store
-from .catalog import SERVICE_TOOLS
 from .calendar import CalendarSeed
 from .chat import ChatSeed
 from .config import ConfigSeed
@@ -24,6 +37,7 @@ from .faults import FaultMiddleware
 from .inventory import InventorySeed
 from .kb import KbSeed
 from .mail import MailSeed
+from .names import SERVICE_TOOLS
 from .news import NewsSeed
 from .scheduler import SchedulerSeed
 from .tickets import TicketsSeed
@@ -140,29 +154,4 @@ def dump_state(db: Any) -> dict[str, dict[str, dict[str, Any]]]:
     for service, collection, rid, data in conn.execute(
             "SELECT service, collection, id, data FROM records ORDER BY service, collection, id"):
         out.setdefault(service, {}).setdefault(collection, {})[rid] = json.loads(data)
-    return out
-
-
-def state_hash(dump: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON of a state dump."""
-    return hashlib.sha256(canonical_json(dump).encode()).hexdigest()
-
-
-def diff_state(before: dict[str, Any], after: dict[str, Any]) -> dict[str, dict[str, dict[str, Any]]]:
-    """What changed between two dumps, per service and collection.
-
-    Returns:
-        ``{service: {collection: {"created": [ids], "updated": {id: [fields]}, "deleted": [ids]}}}``
-        holding only the collections where something changed.
-    """
-    out: dict[str, dict[str, dict[str, Any]]] = {}
-    for service in sorted(set(before) | set(after)):
-        b_svc, a_svc = before.get(service, {}), after.get(service, {})
-        for collection in sorted(set(b_svc) | set(a_svc)):
-            b, a = b_svc.get(collection, {}), a_svc.get(collection, {})
-            updated = {rid: sorted(k for k in set(b[rid]) | set(a[rid]) if b[rid].get(k) != a[rid].get(k))
-                       for rid in sorted(set(a) & set(b)) if a[rid] != b[rid]}
-            created, deleted = sorted(set(a) - set(b)), sorted(set(b) - set(a))
-            if created or updated or deleted:
-                out.setdefault(service, {})[collection] = {"created": created, "updated": updated, "deleted": deleted}
     return out

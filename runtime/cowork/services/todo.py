@@ -6,9 +6,25 @@ from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
-from ..server.errors import ToolError
-from .base import (Limit, Offset, READ, SeedDay, SeedModel, ServiceContext, Store, check_ref, check_unique,
-                   hints, iso, matches, page, parse_day, resolve_day, tool_adder)
+from ..toolhost.errors import ToolError
+from .base import (
+    READ,
+    Limit,
+    Offset,
+    SeedDay,
+    SeedModel,
+    ServiceContext,
+    Store,
+    check_ref,
+    check_unique,
+    hints,
+    iso,
+    matches,
+    page,
+    parse_day,
+    resolve_day,
+    tool_adder,
+)
 
 if TYPE_CHECKING:
     from fastmcp import FastMCP

@@ -77,14 +77,15 @@ AS_SERVICES = ("calendar", "chat", "crm", "documents", "expenses", "kb", "ticket
 
 def service_of(tool: str) -> str | None:
     """The service a tool belongs to (None for workspace tools)."""
-    from ..services.catalog import SERVICE_TOOLS
+    from ..services.names import SERVICE_TOOLS
 
     return next((name for name, tools in SERVICE_TOOLS.items() if tool in tools), None)
 
 
 def _check_time(value: str) -> None:
-    from ..services.base import _RELATIVE  # the seed-time syntax
     from datetime import datetime
+
+    from ..services.base import _RELATIVE  # the seed-time syntax
 
     if _RELATIVE.match(value):
         return

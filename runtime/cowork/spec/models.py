@@ -6,11 +6,11 @@ import re
 from datetime import datetime, timezone
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from ..formats import WORKSPACE_TOOLS
-from ..services.catalog import SERVICE_TOOLS
 from ..services.faults import FaultConfig
+from ..services.names import SERVICE_TOOLS
 from ..services.registry import ServicesSeed
 from .capabilities import CapabilityName, Difficulty
 from .checks import Check
@@ -27,7 +27,6 @@ class _Frozen(BaseModel):
 
 
 from .paths import workspace_path  # noqa: E402
-
 
 WsPath = Annotated[str, Field(description="Path relative to /workspace.")]
 
@@ -126,7 +125,7 @@ class Scoring(_Frozen):
     """A custom completion score over the completion checks' results instead of their weighted
     share: an expression of check ids (``-`` and ``.`` read as ``_``), each standing for its
     credit in [0, 1], with numbers, ``+ - * /``, comparisons, ``and or not``, ``x if c else
-    y``, ``min``, ``max``, ``abs``, ``clamp``; clamped to [0, 1]. See cowork.grading.formula."""
+    y``, ``min``, ``max``, ``abs``, ``clamp``; clamped to [0, 1]. See cowork.spec.formula."""
 
 
 # --------------------------------------------------------------------------- scripts
@@ -250,7 +249,7 @@ class TaskSpec(_Frozen):
                 if c.after_day is not None and c.after_day > last_day:
                     raise ValueError(f"{group}[{n}].after_day: day {c.after_day} does not exist (the task has {last_day})")
         if self.scoring.formula:
-            from ..grading.formula import name_of, parse
+            from .formula import name_of, parse
 
             parse(self.scoring.formula, {name_of(self.check_id("checks", i)) for i in range(len(self.checks))})
         if self.safety and not self.violation:

@@ -7,7 +7,7 @@ from typing import Annotated
 from pydantic import AfterValidator
 
 from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
-from ..services.catalog import SERVICE_TOOLS
+from ..services.names import SERVICE_TOOLS
 
 
 def known_tools() -> tuple[str, ...]:

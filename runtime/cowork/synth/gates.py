@@ -235,7 +235,7 @@ _WORKSPACE_TOOLS = {"shell", "read_file", "write_file", "edit_file", "list_files
 
 
 def _service_names() -> set[str]:
-    from ..services.catalog import SERVICE_TOOLS
+    from ..services.names import SERVICE_TOOLS
 
     return set(SERVICE_TOOLS)
 

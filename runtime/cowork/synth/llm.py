@@ -24,10 +24,11 @@ from typing import Any
 import yaml
 
 from ..errors import CoworkError, PolicyError, SpecError
+from ..llm import resolve_api_key, resolve_base_url
 
 log = logging.getLogger(__name__)
 
-#: Failure kinds named in the report, by validation step (cowork.validate.Finding.step).
+#: Failure kinds named in the report, by validation step (cowork.validate.validate.Finding.step).
 STEP_KIND = {"schema": "schema", "build": "build", "oracle": "oracle", "oracle-repeat": "oracle",
              "actions": "actions", "nop": "nop", "initial-state": "nop", "violation": "violation",
              "safety-can-fire": "safety-probe", "judge": "judge", "run": "run"}
@@ -74,10 +75,10 @@ class SynthOptions:
     timeout: float = 300.0
 
     def resolved_base_url(self) -> str:
-        return (self.base_url or os.environ.get("OPENAI_BASE_URL") or "https://api.openai.com/v1").rstrip("/")
+        return resolve_base_url(self.base_url)
 
     def resolved_api_key(self) -> str:
-        return self.api_key if self.api_key is not None else os.environ.get("OPENAI_API_KEY", "")
+        return resolve_api_key(self.api_key)
 
 
 @dataclass
@@ -157,7 +158,7 @@ def _compact_schema() -> str:
 
 def _catalogue() -> str:
     from ..formats import WORKSPACE_TOOLS
-    from ..services.catalog import SERVICE_TOOLS
+    from ..services.names import SERVICE_TOOLS
 
     lines = [f"workspace (files in /workspace): {', '.join(WORKSPACE_TOOLS)}"]
     lines += [f"{svc}: {', '.join(tools)}" for svc, tools in SERVICE_TOOLS.items()]
@@ -348,7 +349,7 @@ class Synthesizer:
         Raises:
             PolicyError: the endpoint failed after its retries, or answered without text.
         """
-        from ..agents.http import post_json
+        from ..llm import post_json
 
         body = {"model": self.opts.model, "messages": messages, "temperature": self.opts.temperature,
                 "max_tokens": self.opts.max_tokens}
@@ -368,7 +369,7 @@ class Synthesizer:
         Raises:
             Rejected: the report's first failure as its kind, every failure and hint as feedback.
         """
-        from ..validate import validate_spec
+        from ..validate.validate import validate_spec
 
         if self._normal(data) in self._copies:
             raise Rejected("copy", "This is a copy of an example. Write a different task (other people, "

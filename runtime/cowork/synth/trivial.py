@@ -298,7 +298,7 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
     """
     from ..engine.client import in_thread
     from ..engine.images import ensure_task_image
-    from ..episode import run_task
+    from ..episode.run import run_task
     from ..errors import CoworkError
 
     spec = loaded.spec

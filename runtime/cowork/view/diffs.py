@@ -20,7 +20,7 @@ from typing import Any
 
 from ..errors import EvidenceError
 from ..evidence import Evidence
-from ..services.registry import diff_state
+from ..formats import diff_state
 
 #: Largest text shown whole (final content, initial content); longer ones are cut, and said so.
 TEXT_LIMIT = 64 * 1024

@@ -21,7 +21,7 @@ from inspect_ai.util import (
 
 from ...errors import SpecError
 from ...formats import AGENT_UID, AGENT_USER
-from ...sandbox import Sandbox, ToolResult
+from ...sandbox.sandbox import Sandbox, ToolResult
 
 log = logging.getLogger(__name__)
 

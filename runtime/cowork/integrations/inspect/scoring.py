@@ -19,7 +19,7 @@ from .sandbox import CoworkSandboxEnvironment
 def inspect_trace(task: str, messages: Sequence[ChatMessage], model: str) -> dict[str, Any]:
     """A trace in the shape of a cowork episode's (``Trajectory.model_dump()``) from Inspect's
     messages: what answer checks and the judge read (the agent's text), with its tool calls."""
-    from ...episode import Trajectory
+    from ...episode.run import Trajectory
 
     out: list[dict[str, Any]] = []
     for m in messages:
@@ -97,7 +97,7 @@ def cowork_scorer() -> Scorer:
     explanation is the grade's summary and the metadata holds the whole grade. A sandbox the
     agent broke is graded on the evidence salvaged (score 0), as ``cowork run`` does.
     """
-    from ...episode import _outside_checks, broken_sandbox_grade
+    from ...episode.run import _outside_checks, broken_sandbox_grade
     from ...grading import grade
 
     async def score(state: TaskState, target: Target) -> Score:

@@ -49,7 +49,7 @@ def cowork_task(specs: str | os.PathLike | Iterable[str | os.PathLike], *, solve
         loaded.append(item)
     if not loaded:
         raise SpecError(f"cowork_task: no single-turn cowork spec found in {[str(p) for p in paths]}")
-    from ...episode import DEFAULT_SYSTEM
+    from ...episode.run import DEFAULT_SYSTEM
 
     # The spec's system prompt (or cowork's default) travels with each sample, since specs differ.
     samples = [Sample(id=item.spec.id,

@@ -127,7 +127,7 @@ def build(rng: random.Random, difficulty: str) -> Draft:
                          "Could you tidy up downloads/? Sort the files that sit directly in it by these rules:",
                          "Please organise the loose files in downloads/ as follows:"])
     prompt = (f"{opener}\n\n" + "\n".join(first + rules) + "\n\nExtensions count in any upper/lower case. Keep the file "
-              f"names exactly as they are. Unfinished downloads (.part, .crdownload) are still downloading: leave them. "
+              "names exactly as they are. Unfinished downloads (.part, .crdownload) are still downloading: leave them. "
               + rng.choice(["If the target folder already has a file with the same name, don't overwrite it: leave the "
                             "new file where it is.",
                             "Never overwrite anything: when a file of that name is already in the destination, the "

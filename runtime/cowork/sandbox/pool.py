@@ -1,0 +1,418 @@
+"""Warm sandboxes for many episodes: acquire, release with a verified reset, replace what fails.
+
+A fresh sandbox costs about a second of CPU (the in-container server's imports); a verified
+reset costs milliseconds. A :class:`SandboxPool` keeps reset, ready sandboxes per task and
+hands them out, so that rollouts of hundreds of episodes start almost none.
+
+Every sandbox it hands out is either fresh or was reset and verified: its state hash (see
+``server/reset.py``) equals the one recorded when it first started. A reset that fails or
+does not verify, a failed health check, a sandbox past ``max_uses`` or one that died is
+removed and never handed out again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import logging
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from ..errors import SandboxError
+from ..spec.loader import LoadedSpec, load_spec
+from .sandbox import Sandbox
+
+log = logging.getLogger(__name__)
+
+#: Seconds ``acquire`` waits for a running reset of the task before it starts a sandbox
+#: instead (when there is room).
+RESET_WAIT_S = 1.0
+
+
+@dataclass
+class _TaskSlots:
+    """The sandboxes of one task image."""
+
+    loaded: LoadedSpec
+    image: str | None = None
+    warm: collections.deque = field(default_factory=collections.deque)
+    busy: set = field(default_factory=set)
+    starting: int = 0
+    resetting: int = 0
+    target: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.warm) + len(self.busy) + self.starting + self.resetting
+
+
+class SandboxPool:
+    """Warm, verified-clean sandboxes per task, reused across episodes.
+
+    ``acquire(spec)`` hands out a warm sandbox (starting one only when none is warm);
+    ``release(sb)`` resets it in the background and makes it warm again once the reset is
+    verified. ``async with pool.sandbox(spec) as sb:`` does both.
+
+    Args:
+        max_per_task: Most sandboxes of one task at once (warm, in use, starting, resetting).
+        max_total: Most sandboxes of all tasks at once; a full pool closes the longest-idle
+            warm sandbox of another task to make room, or waits for a release.
+        target_per_task: Warm sandboxes kept ready per task once it was used (refilled in the
+            background; 0: only what releases bring back).
+        max_uses: Episodes one sandbox serves before it is replaced by a fresh one.
+        idle_timeout_s: Warm sandboxes unused this long are closed.
+        backend: Where sandboxes run (a name from ``cowork.sandbox.backend`` or an instance).
+        ready_timeout: Seconds a starting sandbox may take to answer.
+
+    Raises (from its methods):
+        SandboxError: naming the task and the step that failed (start, health check, reset).
+    """
+
+    def __init__(self, *, max_per_task: int = 8, max_total: int = 32, target_per_task: int = 0,
+                 max_uses: int = 100, idle_timeout_s: float = 300.0, backend: Any = None,
+                 ready_timeout: float = 60.0):
+        if max_per_task < 1 or max_total < 1 or max_uses < 1:
+            raise ValueError("max_per_task, max_total and max_uses must be at least 1")
+        self.max_per_task = max_per_task
+        self.max_total = max_total
+        self.target_per_task = target_per_task
+        self.max_uses = max_uses
+        self.idle_timeout_s = idle_timeout_s
+        self.backend = backend
+        self.ready_timeout = ready_timeout
+        self._tasks: dict[str, _TaskSlots] = {}
+        self._specs: dict[str, LoadedSpec] = {}
+        self._owner: dict[str, _TaskSlots] = {}
+        self._idle_since: dict[str, float] = {}
+        self._cond: asyncio.Condition | None = None
+        self._background: set[asyncio.Task] = set()
+        self._janitor: asyncio.Task | None = None
+        self._closed = False
+        #: Counters: ``started``, ``reused`` (handed out warm), ``resets`` (verified),
+        #: ``reset_failed`` (failed or did not verify: replaced), ``health_check_failed``,
+        #: ``retired_max_uses``, ``idle_closed``, ``evicted``, ``discarded``, ``removed`` (any
+        #: reason), ``start_failed`` (background starts).
+        self.stats = collections.Counter()
+
+    # ------------------------------------------------------------------ public
+    async def acquire(self, spec: LoadedSpec | str | os.PathLike, *, seed: int | None = None) -> Sandbox:
+        """A ready sandbox for ``spec``: warm if one is, else freshly started.
+
+        Args:
+            spec: A loaded spec or a task folder (read once per path and pool).
+            seed: The episode's fault seed (None: the spec's own).
+
+        Raises:
+            SandboxError: the pool is closed, or a sandbox could not be started (the message
+                names the task and the step).
+        """
+        slots = await self._slots(spec)
+        cond = self._condition()
+        waited_for_reset = False
+        while True:
+            if self._closed:
+                raise SandboxError("the sandbox pool is closed")
+            while slots.warm:
+                sb = slots.warm.popleft()
+                self._idle_since.pop(sb.id, None)
+                slots.busy.add(sb)
+                try:
+                    await sb.begin_episode(seed)
+                except SandboxError as exc:
+                    slots.busy.discard(sb)
+                    self.stats["health_check_failed"] += 1
+                    log.warning("task %s: warm sandbox %s failed its health check, replacing it: %s",
+                                slots.loaded.spec.id, sb.name, exc)
+                    self._spawn(self._retire(sb))
+                    continue
+                self.stats["reused"] += 1
+                self._refill(slots)
+                return sb
+            # A reset takes milliseconds, a start about a second: wait for a reset first, but
+            # not for long (a reset draining a slow tool call may take the tool's timeout).
+            if slots.resetting and not waited_for_reset:
+                waited_for_reset = True
+                async with cond:
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        await asyncio.wait_for(cond.wait(), RESET_WAIT_S)
+                continue
+            if self._room(slots) or self._evict_other(slots):
+                slots.starting += 1
+                sb = None
+                try:
+                    sb = await self._start(slots)
+                    await sb.begin_episode(seed)
+                except BaseException as exc:
+                    slots.starting -= 1
+                    if sb is not None:  # started, then failed its first health check: never leaked
+                        self._owner.pop(sb.id, None)
+                        await asyncio.shield(sb.stop())
+                    await self._notify()
+                    if sb is not None and isinstance(exc, SandboxError):
+                        raise SandboxError(f"task {slots.loaded.spec.id}: health check of the new sandbox "
+                                           f"{sb.name} failed: {exc}") from exc
+                    raise
+                slots.starting -= 1
+                slots.busy.add(sb)
+                self._refill(slots)
+                return sb
+            async with cond:  # full: wait for a release, a reset or a removal
+                await cond.wait()
+
+    async def release(self, sb: Sandbox, *, discard_evidence: bool = False) -> None:
+        """Give ``sb`` back: it is reset and verified in the background, then warm again.
+
+        Raises:
+            SandboxError: the episode's evidence was not exported and ``discard_evidence`` is
+                not set (the sandbox stays yours, nothing is lost: export, then release).
+        """
+        slots = self._owner.get(sb.id)
+        if slots is None or sb not in slots.busy:
+            raise SandboxError(f"sandbox {sb.name} is not checked out of this pool")
+        if sb.unexported and not discard_evidence:
+            raise SandboxError(f"task {sb.spec.id}: release of {sb.name} refused: the episode's evidence was not "
+                               "exported; call export_evidence() first or pass discard_evidence=True")
+        slots.busy.discard(sb)
+        if self._closed or sb.uses >= self.max_uses:
+            if not self._closed:
+                self.stats["retired_max_uses"] += 1
+            self._spawn(self._retire(sb))
+            return
+        slots.resetting += 1
+        self._spawn(self._reset(slots, sb, discard_evidence))
+
+    async def discard(self, sb: Sandbox) -> None:
+        """Remove ``sb`` for good (the agent broke it, or it failed): never handed out again."""
+        slots = self._owner.get(sb.id)
+        if slots is not None:
+            slots.busy.discard(sb)
+        self.stats["discarded"] += 1
+        await self._retire(sb)
+
+    @contextlib.asynccontextmanager
+    async def sandbox(self, spec: LoadedSpec | str | os.PathLike, *, seed: int | None = None
+                      ) -> AsyncIterator[Sandbox]:
+        """``async with pool.sandbox(spec) as sb:`` acquire, then release on leaving.
+
+        Leaving with an exception, or without having exported the evidence of tool calls,
+        removes the sandbox instead of resetting it (a reset would drop that evidence
+        without a word; removing it is what ``Sandbox.stop`` does too).
+        """
+        sb = await self.acquire(spec, seed=seed)
+        try:
+            yield sb
+        except BaseException:
+            await asyncio.shield(self.discard(sb))
+            raise
+        if sb.unexported:
+            await self.discard(sb)
+        else:
+            await self.release(sb)
+
+    async def prewarm(self, spec: LoadedSpec | str | os.PathLike, n: int) -> int:
+        """Start sandboxes for ``spec`` until ``n`` are warm (within the size limits); keep
+        that many warm from now on. Returns how many are warm."""
+        slots = await self._slots(spec)
+        slots.target = max(slots.target, n)
+        want = min(n - len(slots.warm) - slots.starting - slots.resetting, self.max_per_task - slots.total,
+                   self.max_total - self.total)
+        await asyncio.gather(*(self._start_warm(slots) for _ in range(max(0, want))))
+        return len(slots.warm)
+
+    @property
+    def total(self) -> int:
+        """Sandboxes held now (warm, in use, starting, resetting), all tasks."""
+        return sum(s.total for s in self._tasks.values())
+
+    def counts(self, spec_id: str | None = None) -> dict[str, int]:
+        """Warm / busy / starting / resetting sandboxes (of one task id, or all)."""
+        out = collections.Counter()
+        for s in self._tasks.values():
+            if spec_id is None or s.loaded.spec.id == spec_id:
+                out.update(warm=len(s.warm), busy=len(s.busy), starting=s.starting, resetting=s.resetting)
+        return dict(out)
+
+    async def wait_idle(self) -> None:
+        """Wait until no reset, start or removal runs in the background."""
+        while self._background:
+            await asyncio.gather(*list(self._background), return_exceptions=True)
+
+    async def close(self) -> None:
+        """Remove every sandbox of the pool (in use ones too) and stop its background work."""
+        self._closed = True
+        if self._janitor is not None:
+            self._janitor.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._janitor
+        await self.wait_idle()
+        doomed = []
+        for slots in self._tasks.values():
+            doomed += list(slots.warm) + list(slots.busy)
+            slots.warm.clear()
+            slots.busy.clear()
+        await asyncio.gather(*(sb.stop() for sb in doomed), return_exceptions=True)
+        if self._cond is not None:
+            async with self._cond:
+                self._cond.notify_all()
+
+    async def __aenter__(self) -> "SandboxPool":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    # ------------------------------------------------------------------ internals
+    def _condition(self) -> asyncio.Condition:
+        if self._cond is None:
+            self._cond = asyncio.Condition()
+        if self._janitor is None and not self._closed:
+            self._janitor = asyncio.get_running_loop().create_task(self._janitor_loop())
+        return self._cond
+
+    async def _slots(self, spec: LoadedSpec | str | os.PathLike) -> _TaskSlots:
+        from ..engine.client import in_thread
+        from ..engine.images import ensure_task_image
+
+        if isinstance(spec, LoadedSpec):
+            loaded = spec
+        else:
+            path = str(Path(spec).resolve())
+            loaded = self._specs.get(path)
+            if loaded is None:
+                loaded = self._specs[path] = load_spec(spec)
+        key = f"{loaded.spec.id}@{loaded.root}"
+        slots = self._tasks.get(key)
+        if slots is None:
+            slots = self._tasks[key] = _TaskSlots(loaded=loaded, target=self.target_per_task)
+        if slots.image is None:
+            try:
+                slots.image = await in_thread(ensure_task_image, loaded)
+            except Exception as exc:
+                raise type(exc)(f"task {loaded.spec.id}: image build failed: {exc}") from exc
+        self._condition()
+        return slots
+
+    def _room(self, slots: _TaskSlots) -> bool:
+        return slots.total < self.max_per_task and self.total < self.max_total
+
+    def _evict_other(self, slots: _TaskSlots) -> bool:
+        """Make room in a full pool by closing the longest-idle warm sandbox of another task."""
+        if slots.total >= self.max_per_task:
+            return False
+        idle = [(self._idle_since.get(sb.id, 0.0), s, sb) for s in self._tasks.values() if s is not slots
+                for sb in s.warm]
+        if not idle:
+            return False
+        _, other, sb = min(idle, key=lambda x: x[0])
+        other.warm.remove(sb)
+        self._idle_since.pop(sb.id, None)
+        self.stats["evicted"] += 1
+        self._spawn(self._retire(sb))
+        return self.total < self.max_total
+
+    async def _start(self, slots: _TaskSlots) -> Sandbox:
+        spec_id = slots.loaded.spec.id
+        try:
+            sb = await Sandbox.start(slots.loaded, image=slots.image, backend=self.backend,
+                                     ready_timeout=self.ready_timeout)
+        except SandboxError as exc:
+            raise SandboxError(f"task {spec_id}: sandbox start failed: {exc}") from exc
+        try:
+            await sb.record_pristine()
+        except BaseException as exc:
+            await asyncio.shield(sb.stop())
+            if isinstance(exc, SandboxError):
+                raise SandboxError(f"task {spec_id}: recording the pristine state of {sb.name} failed: {exc}") from exc
+            raise
+        self._owner[sb.id] = slots
+        self.stats["started"] += 1
+        return sb
+
+    async def _start_warm(self, slots: _TaskSlots) -> None:
+        slots.starting += 1
+        try:
+            sb = await self._start(slots)
+        except Exception as exc:
+            log.warning("%s", exc)
+            self.stats["start_failed"] += 1
+            return
+        finally:
+            slots.starting -= 1
+        if self._closed:
+            await sb.stop()
+            return
+        self._make_warm(slots, sb)
+        await self._notify()
+
+    def _make_warm(self, slots: _TaskSlots, sb: Sandbox) -> None:
+        slots.warm.append(sb)
+        self._idle_since[sb.id] = time.monotonic()
+
+    def _refill(self, slots: _TaskSlots) -> None:
+        missing = slots.target - len(slots.warm) - slots.starting - slots.resetting
+        for _ in range(max(0, missing)):
+            if not self._room(slots):
+                break
+            slots.starting += 1  # counted now, so the next _refill sees it
+            self._spawn(self._refill_one(slots))
+
+    async def _refill_one(self, slots: _TaskSlots) -> None:
+        slots.starting -= 1
+        await self._start_warm(slots)
+
+    async def _reset(self, slots: _TaskSlots, sb: Sandbox, discard_evidence: bool) -> None:
+        try:
+            await sb.reset(discard_evidence=discard_evidence)
+        except Exception as exc:  # not verified, failed, or the sandbox died: replace it
+            slots.resetting -= 1
+            self.stats["reset_failed"] += 1
+            log.warning("task %s: reset of %s failed, replacing it: %s", slots.loaded.spec.id, sb.name, exc)
+            await self._retire(sb)
+            self._refill(slots)
+            return
+        slots.resetting -= 1
+        self.stats["resets"] += 1
+        if self._closed:
+            await sb.stop()
+            return
+        self._make_warm(slots, sb)
+        await self._notify()
+
+    async def _retire(self, sb: Sandbox) -> None:
+        self._owner.pop(sb.id, None)
+        self._idle_since.pop(sb.id, None)
+        self.stats["removed"] += 1
+        try:
+            await sb.stop()
+        except Exception as exc:  # the reaper removes it once this process is gone
+            log.warning("could not remove sandbox %s: %s", sb.name, exc)
+        await self._notify()
+
+    async def _notify(self) -> None:
+        if self._cond is not None:
+            async with self._cond:
+                self._cond.notify_all()
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _janitor_loop(self) -> None:
+        """Close sandboxes idle past the timeout; keep each task's warm target."""
+        period = max(0.5, min(self.idle_timeout_s / 2, 5.0))
+        while not self._closed:
+            await asyncio.sleep(period)
+            now = time.monotonic()
+            for slots in list(self._tasks.values()):
+                for sb in [sb for sb in slots.warm if now - self._idle_since.get(sb.id, now) > self.idle_timeout_s]:
+                    slots.warm.remove(sb)
+                    self.stats["idle_closed"] += 1
+                    self._spawn(self._retire(sb))
+
+
+__all__ = ["SandboxPool"]

@@ -1,0 +1,558 @@
+"""Host-side handle of one sandbox: start, list and call tools over MCP, export evidence, stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import copy
+import hashlib
+import json
+import logging
+import os
+import time
+import weakref
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict
+
+from .. import settings
+from ..errors import McpError, ResetMismatch, SandboxError, SandboxStartTimeout
+from ..evidence import Evidence
+from ..formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET, RPC_SOCKET
+from ..spec.loader import LoadedSpec, load_spec
+from . import attach
+from .backend import get_backend
+from .checkpoints import checkpoint as checkpoint_sandbox
+from .checkpoints import restore as restore_sandbox
+from .control import control_request
+from .mcp import LeanMcpClient, RpcMcpClient, tool_annotations
+
+if TYPE_CHECKING:
+    from .backend import SandboxBackend
+
+log = logging.getLogger(__name__)
+
+os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
+
+
+class ToolResult(BaseModel):
+    """The outcome of one tool call as the host saw it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str
+    """Tool name."""
+    args: dict[str, Any]
+    """Arguments sent."""
+    is_error: bool
+    """True when the tool reported an error (including timeouts)."""
+    text: str
+    """The text the agent sees."""
+    structured: Any = None
+    """Structured content, when the tool returned any."""
+    duration_ms: float
+    """Round trip measured on the host."""
+
+
+def _uds_client_factory(sock: str):
+    import httpx2
+
+    def factory(**kwargs: Any):
+        kwargs.pop("transport", None)
+        # The factory owns the timeout; httpx's 5 s default would cut long tool calls.
+        # Tool calls are bounded by the server's own limit and Sandbox.call_tool's wait_for.
+        kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=None))
+        return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=sock), **kwargs)
+
+    return factory
+
+
+class Sandbox:
+    """A running sandbox container reached over its MCP unix socket.
+
+    Use ``async with await Sandbox.start(spec) as sb:`` or call :meth:`stop` yourself.
+    """
+
+    def __init__(self, loaded: LoadedSpec, image: str, container_id: str, name: str, run_dir: Path,
+                 backend: "SandboxBackend | None" = None):
+        self.loaded = loaded
+        self.backend = backend or get_backend("docker")
+        self.spec = loaded.spec
+        self.image = image
+        self.id = container_id
+        self.name = name
+        self.run_dir = run_dir
+        self.started_at = time.time()
+        self._client = None
+        self._stack = contextlib.AsyncExitStack()
+        self._stopped = False
+        self._tools: list | None = None
+        self._initial: dict[str, str] | None = None
+        self._seed_state: Any = None
+        #: The state recorded right after the first start (see :meth:`record_pristine`).
+        self.pristine: dict[str, Any] | None = None
+        #: Episodes begun in this sandbox (a pooled sandbox serves several, reset in between).
+        self.uses = 0
+        #: True from the first tool call until the evidence was exported.
+        self.unexported = False
+
+    @property
+    def socket_path(self) -> Path:
+        """The MCP socket on the host."""
+        return self.run_dir / MCP_SOCKET
+
+    # ------------------------------------------------------------------ lifecycle
+    @classmethod
+    async def start(cls, spec: LoadedSpec | str | os.PathLike, *, image: str | None = None,
+                    ready_timeout: float = 60.0, keep: bool = False, runtime: str | None = None,
+                    seed: int | None = None, backend: "str | SandboxBackend | None" = None) -> "Sandbox":
+        """Build the task image if needed, start a hardened container, wait until MCP answers.
+
+        Args:
+            spec: A loaded spec, or a task folder / task.yaml.
+            image: Use this task image instead of building one.
+            ready_timeout: Seconds to wait for the in-container server.
+            keep: Label the container to survive this process (``cowork up``).
+            runtime: Docker runtime, e.g. ``runsc`` (shorthand for a DockerBackend with it).
+            backend: Where the container runs: a name from ``cowork.sandbox.backend`` (``docker``,
+                ``gvisor``, or a registered one) or a backend instance; default
+                ``settings.sandbox_backend``.
+            seed: Episode seed for fault injection (default: the spec's fault seed).
+
+        Raises:
+            SpecError: the spec is invalid.
+            ImageError: the image could not be built.
+            SandboxStartTimeout: the server did not answer in time (logs attached).
+            SandboxError: Docker refused to start the container, or the backend is unknown.
+        """
+        from ..engine.client import in_thread
+        from ..engine.docker_backend import DockerBackend
+        from ..engine.images import ensure_task_image
+        from ..engine.reaper import reap
+
+        engine = DockerBackend(runtime) if runtime is not None and backend is None else get_backend(backend)
+        loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
+        await _sweep_once(reap, in_thread)
+        image = image or await in_thread(ensure_task_image, loaded)
+        # Starting is CPU-bound (the server's imports): a bounded number at a time, so that a
+        # burst of starts queues instead of every one of them running past its ready timeout.
+        async with _start_slots():
+            started = await in_thread(engine.start, image, loaded.spec.id, loaded.spec.limits, keep=keep,
+                                      environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
+            sb = cls(loaded, image, started.container_id, started.name, started.run_dir, backend=engine)
+            try:
+                await sb._wait_ready(ready_timeout)
+                await sb._connect()
+            except BaseException:
+                await sb.stop()
+                raise
+        return sb
+
+    async def _wait_ready(self, timeout: float) -> None:
+        from ..engine.client import in_thread
+
+        deadline = time.monotonic() + timeout
+        delay = 0.01
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            if (self.run_dir / CONTROL_SOCKET).exists():
+                try:
+                    resp = await control_request(self.run_dir, "ping", timeout=2)
+                    if resp.get("mcp_ready"):
+                        return
+                except SandboxError as exc:
+                    last = exc
+            await asyncio.sleep(delay)
+            delay = min(delay * 1.5, 0.02)
+        logs = await in_thread(self.backend.logs, self.id)
+        raise SandboxStartTimeout(
+            f"sandbox {self.name} did not become ready within {timeout:g}s "
+            f"(last error: {last}); container logs:\n{logs}"
+        )
+
+    async def _connect(self) -> None:
+        # The host's own path (newline-delimited JSON-RPC, server.rpc); an image from before
+        # it has only the streamable HTTP socket.
+        rpc = self.run_dir / RPC_SOCKET
+        client = RpcMcpClient(str(rpc)) if rpc.exists() else LeanMcpClient(str(self.socket_path))
+        self._client = await self._stack.enter_async_context(client)
+
+    async def stop(self) -> None:
+        """Close the MCP session and remove the container and its run dir. Idempotent."""
+        if self._stopped:
+            return
+        self._stopped = True
+        from ..engine.client import in_thread
+
+        try:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._stack.aclose(), 5)
+        finally:
+            await asyncio.shield(in_thread(self.backend.remove, self.id, self.run_dir))
+
+    async def detach(self) -> None:
+        """Close this process's MCP session but leave the container running (``cowork up``).
+
+        Only useful for sandboxes started with ``keep=True``; others are reaped once this
+        process exits.
+        """
+        self._stopped = True
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self._stack.aclose(), 5)
+
+    @classmethod
+    async def attach(cls, ref: str, *, spec: "LoadedSpec | str | os.PathLike | None" = None,
+                     connect: bool = True) -> "Sandbox":
+        """A handle on a running sandbox this process did not start, found by id prefix or name.
+
+        The spec is the one ``cowork up`` kept (``spec`` overrides it, and is needed for a sandbox
+        started otherwise); the initial workspace hashes are the kept ones, else read from the
+        container's own seed. :meth:`Sandbox.stop` removes the sandbox; :meth:`Sandbox.detach`
+        leaves it running.
+
+        Args:
+            connect: Open an MCP session (False: control socket and files only, for a sandbox
+                whose server may be dead).
+
+        Raises:
+            CoworkError: no such sandbox, or no spec for it.
+            SandboxError: its MCP server does not answer.
+        """
+        from ..engine.client import in_thread
+
+        container = await in_thread(attach.find_container, ref)
+        run_dir = attach.run_dir_of(container)
+        saved = attach.read_record(run_dir)
+        loaded = attach.loaded_spec(container, saved, spec)
+        image = (saved or {}).get("image") or (container.attrs.get("Config") or {}).get("Image") or ""
+        sb = cls(loaded, image, container.id, container.name, run_dir)
+        if saved is not None and isinstance(saved.get("initial"), dict):
+            sb._initial = dict(saved["initial"])
+        else:
+            sb._initial = await in_thread(attach.seed_hashes, sb.backend, container.id)  # None: from the spec folder
+        if connect:
+            try:
+                await sb._connect()
+            except Exception as exc:
+                await sb.detach()
+                raise SandboxError(f"sandbox {container.name}: its MCP server does not answer: {exc!r}") from exc
+        return sb
+
+    async def checkpoint(self) -> dict[str, Any]:
+        """Snapshot the whole task state (workspace with owners and modes, services, audit
+        position, clock); see :mod:`cowork.sandbox.checkpoints`."""
+        return await checkpoint_sandbox(self)
+
+    async def restore(self, snapshot: "dict[str, Any] | str") -> dict[str, Any]:
+        """Return to a snapshot from :meth:`checkpoint`, as a new audited branch; the state
+        hash is verified against the snapshot's. See :mod:`cowork.sandbox.checkpoints`."""
+        return await restore_sandbox(self, snapshot)
+
+    async def __aenter__(self) -> "Sandbox":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.stop()
+
+    # ------------------------------------------------------------------ tools
+    async def list_tools(self) -> list:
+        """The MCP tools the sandbox serves (mcp.types.Tool objects), asked of the server."""
+        self._tools = await self._client.list_tools()
+        return self._tools
+
+    async def tools(self) -> list:
+        """The MCP tools, asked once per sandbox: they are fixed by its image, so a pooled
+        sandbox's later episodes reuse the list."""
+        return self._tools if self._tools is not None else await self.list_tools()
+
+    async def call_tool(self, name: str, args: dict[str, Any] | None = None,
+                        timeout: float | None = None) -> ToolResult:
+        """Call a tool inside the sandbox.
+
+        A tool error (bad arguments, failure, timeout) is returned with ``is_error`` set,
+        never raised. The host waits at most ``timeout`` (default: the spec's tool timeout
+        plus a 5 s grace, since the server cuts the call itself at the spec's limit).
+
+        Arguments that no tool may receive (not a JSON object, NaN or infinity, over
+        formats.MAX_ARGUMENTS_BYTES of JSON) are refused here as a tool error and never
+        sent: they are the agent's mistake, not the sandbox's. The server applies the same
+        rule to any client.
+
+        Raises:
+            SandboxError: when the sandbox itself stopped answering.
+        """
+        # The argument rule the server applies too; a mistake of the agent is its tool error.
+        from ..formats import INVALID_ARGUMENTS_KEY, ArgumentsRefused, check_arguments
+
+        args = {} if args is None else args
+        self.unexported = True
+        try:
+            check_arguments(args)
+        except ArgumentsRefused as exc:
+            shown = args if isinstance(args, dict) and all(isinstance(k, str) for k in args) \
+                else {INVALID_ARGUMENTS_KEY: args}
+            return ToolResult(tool=name, args=shown, is_error=True, text=f"Refused: {exc}. Nothing was done.",
+                              duration_ms=0.0)
+        args = dict(args)
+        limit = timeout if timeout is not None else self.spec.limits.tool_timeout_s + 5
+        t0 = time.perf_counter()
+        try:
+            async with asyncio.timeout(limit):  # no extra task per call, unlike wait_for
+                r = await self._client.call_tool(name, args)
+        except asyncio.TimeoutError:
+            return ToolResult(tool=name, args=args, is_error=True,
+                              text=f"tool call timed out after {limit:g}s (host side)",
+                              duration_ms=(time.perf_counter() - t0) * 1000)
+        except McpError as exc:
+            if exc.rpc_code is None:
+                raise SandboxError(f"sandbox {self.name} failed during {name!r}: {exc}") from exc
+            # A protocol-level refusal (unknown tool, invalid params) is the agent's mistake:
+            # it gets it back as a tool error, like any other.
+            return ToolResult(tool=name, args=args, is_error=True, text=str(exc),
+                              duration_ms=(time.perf_counter() - t0) * 1000)
+        except Exception as exc:
+            raise SandboxError(f"sandbox {self.name} failed during {name!r}: {exc!r}") from exc
+        text = "\n".join(b.get("text", f"<{b.get('type')}>") for b in r.get("content") or [])
+        structured = r.get("structuredContent")
+        if isinstance(structured, dict) and set(structured) == {"result"}:
+            structured = structured["result"]
+        return ToolResult(tool=name, args=args, is_error=bool(r.get("isError")), text=text,
+                          structured=structured, duration_ms=(time.perf_counter() - t0) * 1000)
+
+    # ------------------------------------------------------------------ evidence
+    async def export_evidence(self, trace: dict[str, Any] | None = None) -> Evidence:
+        """Collect the audit log and the final workspace from the running sandbox.
+
+        Raises:
+            SandboxError: when the control socket does not answer.
+        """
+        status = await control_request(self.run_dir, "ping", timeout=10)
+        export = await control_request(self.run_dir, "export_workspace", timeout=60)
+        tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
+        audit = (self.run_dir / AUDIT_LOG).read_text()
+        initial = self._initial_hashes()
+        annotations = tool_annotations(await self.tools())
+        seed_state = final_state = None
+        if self.uses_services:
+            dumped = await control_request(self.run_dir, "dump_state")
+            if self._seed_state is None:  # the seed never changes: read it once per sandbox
+                self._seed_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
+            seed_state = copy.deepcopy(self._seed_state)
+            final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
+            status["state_hash"] = dumped["final_hash"]
+        self.unexported = False
+        return Evidence(
+            audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
+            trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
+                                     "tool_annotations": annotations,
+                                     "export": {k: v for k, v in export.items() if k not in ("ok", "path")}},
+            state_seed=seed_state, state_final=final_state,
+        )
+
+    def _initial_hashes(self) -> dict[str, str]:
+        if self._initial is None:
+            self._initial = {p: hashlib.sha256(data).hexdigest() for p, data, _, _ in self.loaded.workspace_files()}
+        return dict(self._initial)
+
+    async def diagnose(self) -> tuple[str, str]:
+        """Say who broke a sandbox that stopped answering, and how.
+
+        Nothing inside a sandbox can remove its container or stop the Docker daemon, so a
+        container that is gone, or a backend that does not answer, is an infrastructure
+        failure. A container that still exists but whose server died, ran out of memory or
+        stopped answering failed from the inside, and the only actor inside is the agent.
+
+        Returns:
+            ``("agent", cause)`` or ``("infra", cause)``.
+        """
+        from ..engine.client import in_thread
+
+        try:
+            st = await in_thread(self.backend.inspect, self.id)
+        except SandboxError as exc:
+            return "infra", str(exc)
+        if not st.exists:
+            return "infra", f"sandbox {self.name} disappeared ({st.detail})"
+        if st.oom_killed:
+            return "agent", "the sandbox ran out of memory and its server was killed (OOM)"
+        if not st.running:
+            return "agent", f"the sandbox's server exited ({st.detail}; exit code {st.exit_code})"
+        return "agent", "the sandbox's server stopped answering"
+
+    async def salvage_evidence(self, trace: dict[str, Any] | None = None) -> Evidence:
+        """Collect what evidence can still be had from a sandbox the agent broke.
+
+        The audit log lies in the host-side run dir and survives the server; a torn last
+        line (the server died while writing it) is left out. The workspace comes from the
+        server's export if it still answers, else from a root ``tar`` inside the container
+        if it still runs; when neither works the evidence says ``workspace_unavailable``
+        and graders must not judge the workspace. Never raises for what the sandbox lacks.
+        """
+        from ..engine.client import in_thread
+        from ..formats import WORKSPACE_DIR
+
+        log_path = self.run_dir / AUDIT_LOG
+        audit = log_path.read_bytes().decode("utf-8", "replace") if log_path.exists() else ""
+        if audit and not audit.endswith("\n"):
+            audit = audit[: audit.rfind("\n") + 1]
+        tar: bytes | None = None
+        with contextlib.suppress(SandboxError, OSError):
+            await control_request(self.run_dir, "export_workspace", timeout=10)
+            tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
+        if tar is None:
+            limit = 2 * self.spec.limits.disk_mb * 1024 * 1024 + (1 << 20)
+            tar = await in_thread(self.backend.exec_archive, self.id, WORKSPACE_DIR, limit)
+        seed_state = final_state = None
+        if self.uses_services:
+            with contextlib.suppress(SandboxError, OSError, ValueError):
+                await control_request(self.run_dir, "dump_state", timeout=10)
+                seed_state = json.loads((self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
+                final_state = json.loads((self.run_dir / EXPORT_DIR / "state_final.json").read_text())
+        initial = self._initial_hashes()
+        return Evidence(
+            audit_text=audit, audit_count=None, workspace_tar=tar if tar is not None else _EMPTY_TAR,
+            initial=initial, trace=trace or {},
+            meta={"task": self.spec.id, "image": self.image, "container": self.name,
+                  "tool_annotations": tool_annotations(self._tools or []), "salvaged": True,
+                  "workspace_unavailable": tar is None, "state_unavailable": self.uses_services and final_state is None},
+            state_seed=seed_state, state_final=final_state,
+        )
+
+    @property
+    def uses_services(self) -> bool:
+        """True when the task seeds or exposes any mock service."""
+        from ..services.names import ALL_SERVICE_TOOLS
+
+        seeded = self.spec.services.model_dump(exclude_none=True)
+        return bool(seeded) or bool(set(self.spec.tools) & set(ALL_SERVICE_TOOLS))
+
+    async def reset_services(self, seed: int | None = None) -> str:
+        """Restore the services' seeded state (fault sequence restarted, with ``seed`` if given).
+
+        Returns:
+            The canonical state hash after the reset (equal to the seed's).
+
+        Raises:
+            SandboxError: when the sandbox has no services or the reset failed.
+        """
+        resp = await control_request(self.run_dir, "reset_services", **({"seed": seed} if seed is not None else {}))
+        if not resp.get("matches_seed"):
+            raise SandboxError(f"reset of {self.name} did not restore the seeded state")
+        return resp["hash"]
+
+
+    # ------------------------------------------------------------------ reuse
+    async def state(self) -> dict[str, Any]:
+        """The sandbox's state hash now, with its parts (workspace tree, /tmp, services,
+        non-root processes, IPC objects), computed by the in-container server.
+
+        Raises:
+            SandboxError: when the control socket does not answer.
+        """
+        resp = await control_request(self.run_dir, "state_hash", timeout=30)
+        return {k: v for k, v in resp.items() if k != "ok"}
+
+    async def act(self, actor: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
+        """Change the sandbox as the task's ``user`` or ``world`` (not the agent): each action
+        is ``{"tool", "args"}``, ``{"add": {service: {collection: [records]}}}`` or
+        ``{"clock": ISO}``; see server.actors. The agent's calls wait meanwhile; every audit
+        record written carries ``actor``.
+
+        Returns:
+            ``results`` (one per action: ``ok``, ``text`` or ``error``), ``records`` and
+            ``files`` the actions changed (their values afterwards), ``clock``, ``audit_count``.
+
+        Raises:
+            SandboxError: when the control socket does not answer.
+        """
+        timeout = 30 + len(actions) * (self.spec.limits.tool_timeout_s + 5)
+        resp = await control_request(self.run_dir, "act", timeout=timeout, actor=actor, actions=actions)
+        self.unexported = True
+        return {k: v for k, v in resp.items() if k != "ok"}
+
+    async def record_pristine(self) -> str:
+        """Record the state of a sandbox nothing has touched yet; resets are checked against it."""
+        self.pristine = await self.state()
+        return self.pristine["hash"]
+
+    async def begin_episode(self, seed: int | None = None) -> None:
+        """Health check and start of an episode: the server answers and takes the episode's
+        fault seed (None: the spec's own).
+
+        Raises:
+            SandboxError: when the server does not answer.
+        """
+        await control_request(self.run_dir, "begin_episode", timeout=5, seed=seed)
+        self.uses += 1
+
+    async def reset(self, seed: int | None = None, *, discard_evidence: bool = False) -> dict[str, Any]:
+        """Return the sandbox to its pristine state and verify it.
+
+        Kills every agent process, empties the workspace and ``/tmp``, seeds the workspace
+        and the services again, restarts the fault sequence with ``seed`` and starts a new
+        audit chain; then compares the server's state hash with the one recorded by
+        :meth:`record_pristine`.
+
+        Args:
+            discard_evidence: Reset even though the episode's evidence was not exported
+                (without it such a reset is refused, here and by the server).
+
+        Returns:
+            The state after the reset (``hash``, its parts, ``reset_ms``).
+
+        Raises:
+            SandboxError: the evidence was not exported (nothing changed); the reset failed;
+                or the state after it differs from the pristine one (``ResetMismatch``).
+        """
+        if self.pristine is None:
+            raise SandboxError(f"sandbox {self.name}: no pristine state recorded; call record_pristine() first")
+        if self.unexported and not discard_evidence:
+            raise SandboxError(f"sandbox {self.name} (task {self.spec.id}): reset refused: the episode's evidence "
+                               "was not exported; call export_evidence() first or pass discard_evidence=True")
+        resp = await control_request(self.run_dir, "reset", timeout=self.spec.limits.tool_timeout_s + 30,
+                                     seed=seed, task=self.spec.id, discard_evidence=discard_evidence)
+        state = {k: v for k, v in resp.items() if k != "ok"}
+        if state["hash"] != self.pristine["hash"]:
+            differs = [k for k in ("workspace", "tmp", "services", "processes", "ipc")
+                       if state.get(k) != self.pristine.get(k)]
+            raise ResetMismatch(f"sandbox {self.name} (task {self.spec.id}): the state after the reset differs from "
+                                f"the pristine one in: {', '.join(differs) or 'the hash'}; "
+                                + "; ".join(f"{k}: {state.get(k)!r} (pristine {self.pristine.get(k)!r})"
+                                            for k in differs if k in ("processes", "ipc")))
+        self.unexported = False
+        return state
+
+
+def _empty_tar() -> bytes:
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    tarfile.open(fileobj=buf, mode="w").close()
+    return buf.getvalue()
+
+
+_EMPTY_TAR = _empty_tar()
+_swept = False
+_slots: "weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Semaphore]" = weakref.WeakKeyDictionary()
+
+
+def _start_slots() -> asyncio.Semaphore:
+    """Per-event-loop limit on sandboxes starting at once (settings.max_starting, default 2 x cores)."""
+    loop = asyncio.get_running_loop()
+    if loop not in _slots:
+        n = settings.get().max_starting or 2 * (os.cpu_count() or 1)
+        _slots[loop] = asyncio.Semaphore(n)
+    return _slots[loop]
+
+
+async def _sweep_once(reap, in_thread) -> None:
+    """Remove orphans left by dead processes, once per process."""
+    global _swept
+    if not _swept:
+        _swept = True
+        try:
+            await in_thread(reap)
+        except Exception as exc:  # a sweep failure must not block starting a sandbox
+            log.warning("orphan sweep failed: %s", exc)

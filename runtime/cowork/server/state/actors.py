@@ -1,0 +1,246 @@
+"""The task's own actors: the simulated user and the world, changing the sandbox between turns.
+
+The host sends an ``act`` control request between the agent's turns (a user turn's actions,
+a world event, the clock moving to the next day). Each action runs here, in the container,
+through the same tool code the agent's calls use, but on a separate, unexposed tool host
+that holds every tool (the user may do what the agent is not allowed to), behind the same
+audit middleware. Every record written meanwhile carries ``actor: user`` or ``actor: world``
+(audit.ACTOR), so graders tell the agent's actions from the task's.
+
+Agent calls are held and the agent's processes killed for the duration, so the host's record
+of what each actor changed (records, and every workspace file, whatever tool changed it,
+``shell`` included) is exact. The answer lists the records and files the actions changed,
+with their values afterwards: the host folds them into the grading baseline, so a rule
+about what the agent changed never blames the agent for the user's edit or the world's mail.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import stat
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
+
+from ...formats import WORKSPACE_TOOLS
+from .audit import ACTOR, AuditLog, AuditMiddleware
+
+if TYPE_CHECKING:
+    from ...toolhost.host import ToolHost
+
+ACTORS = ("user", "world")
+
+
+#: In an action's ``files``: the path holds something other than a regular file (a symlink
+#: the agent planted, a folder): the host leaves its baseline for that path as it was.
+NOT_A_FILE = ""
+
+
+def _sha_nofollow(path: str) -> str | None:
+    """SHA-256 of a regular file (run as the agent: what it could read); None when nothing is
+    there, NOT_A_FILE when something other than a regular file is."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    except OSError:
+        return NOT_A_FILE
+    if not stat.S_ISREG(st.st_mode):
+        return NOT_A_FILE
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return NOT_A_FILE
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return NOT_A_FILE
+        h = hashlib.sha256()
+        for chunk in iter(lambda: fh.read(1 << 16), b""):
+            h.update(chunk)
+        return h.hexdigest()
+
+
+def _tree(root: str, limit: int = 20000) -> dict[str, str]:
+    """Every workspace entry below ``root`` as ``{relative path: sha256}`` for regular files
+    and NOT_A_FILE for anything else that is not a folder (run as the agent; symlinks never
+    followed; at most ``limit`` entries)."""
+    out: dict[str, str] = {}
+    stack = [""]
+    while stack and len(out) < limit:
+        rel = stack.pop()
+        try:
+            entries = list(os.scandir(os.path.join(root, rel)))
+        except OSError:
+            continue
+        for e in entries:
+            path = f"{rel}/{e.name}" if rel else e.name
+            try:
+                if e.is_dir(follow_symlinks=False):
+                    stack.append(path)
+                    continue
+            except OSError:
+                pass
+            out[path] = _sha_nofollow(os.path.join(root, path)) or NOT_A_FILE
+    return out
+
+
+class Actors:
+    """Runs user and world actions (control op ``act``).
+
+    Args:
+        workspace_tools: Registers workspace tools on a FastMCP app (``register(mcp, names)``).
+        fs: The agent file-access pool (hashes are read with the agent's rights).
+        root: The workspace root.
+        audit: The audit log.
+        services: The services (None when the task has none).
+        drain: Waits until no agent call runs.
+    """
+
+    def __init__(self, workspace_tools: Any, fs: Any, root: str, audit: AuditLog, services: Any,
+                 drain: Callable[[], Awaitable[None]], agent_uid: int | None = None):
+        self._register_ws = workspace_tools
+        self.fs = fs
+        self.root = root
+        self.audit = audit
+        self.services = services
+        self.drain = drain
+        self.agent_uid = agent_uid
+        self._mcp: ToolHost | None = None
+
+    def _app(self) -> ToolHost:
+        """Every tool, built on first use (most tasks never need it)."""
+        if self._mcp is None:
+            from ...toolhost.host import ToolHost
+
+            mcp = ToolHost(name="cowork-actors")
+            mcp.add_middleware(AuditMiddleware(self.audit))
+            self._register_ws.register(mcp, set(WORKSPACE_TOOLS))
+            if self.services is not None:
+                from ...services.names import SERVICE_TOOLS
+                from ...services.registry import SERVICES
+
+                for name, module in SERVICES.items():
+                    module.register(mcp, self.services.ctx, set(SERVICE_TOOLS[name]))  # no fault middleware
+            self._mcp = mcp
+        return self._mcp
+
+    async def act(self, req: dict[str, Any]) -> dict[str, Any]:
+        """Run ``req["actions"]`` as ``req["actor"]``; answer what each did and what changed.
+
+        An action is ``{"tool": NAME, "args": {...}}``, ``{"add": {SERVICE: {COLLECTION:
+        [records]}}}`` or ``{"clock": ISO-8601}``. A failing action is reported (``ok``
+        false, ``error``) and the rest still run: what the task's script meant to do is
+        in the audit log either way.
+        """
+        actor = req.get("actor")
+        if actor not in ACTORS:
+            raise ValueError(f"actor must be one of {ACTORS}, not {actor!r}")
+        actions = req.get("actions") or []
+        self.audit.paused = True
+        token = ACTOR.set(actor)
+        try:
+            await self.drain()
+            if self.audit.in_flight:
+                # Its changes would be measured as the actor's: refuse rather than misattribute.
+                raise RuntimeError("a tool call of the agent is still running; the user and the world "
+                                   "cannot act until it ends")
+            if self.agent_uid is not None:
+                # Nothing of the agent's may change files while the actor's changes are measured.
+                from ..tools.procs import kill_agent_processes
+
+                kill_agent_processes(self.agent_uid)
+            before = self._dump()
+            touches_files = any("tool" in a for a in actions)
+            tree0 = await self.fs.run(_tree, self.root) if touches_files else {}
+            results = [await self._one(action) for action in actions]
+            after = self._dump()
+            tree1 = await self.fs.run(_tree, self.root) if touches_files else {}
+            files = {p: tree1.get(p) for p in sorted(set(tree0) | set(tree1)) if tree0.get(p) != tree1.get(p)}
+        finally:
+            ACTOR.reset(token)
+            self.audit.paused = False
+        return {"results": results, "records": _changed(before, after), "files": files,
+                "clock": self.services.ctx.clock.isoformat() if self.services is not None else None,
+                "audit_count": self.audit.count}
+
+    def _dump(self) -> dict[str, Any]:
+        if self.services is None:
+            return {}
+        from ...services.registry import dump_state
+
+        with self.services.ctx.lock:
+            return dump_state(self.services.ctx.db)
+
+    async def _one(self, action: dict[str, Any]) -> dict[str, Any]:
+        try:
+            if "clock" in action:
+                if self.services is None:
+                    return {"ok": True, "clock": action["clock"]}
+                to = datetime.fromisoformat(str(action["clock"]).replace("Z", "+00:00"))
+                to = to if to.tzinfo else to.replace(tzinfo=timezone.utc)
+                self.audit.append({"kind": "clock", "from": self.services.ctx.clock.isoformat(), "to": to.isoformat()})
+                self.services.ctx.clock = to
+                return {"ok": True, "clock": to.isoformat()}
+            if "add" in action:
+                if self.services is None:
+                    raise ValueError("this task has no services to add records to")
+                ids = {svc: self.services.add_records(svc, data) for svc, data in action["add"].items()}
+                return {"ok": True, "added": ids}
+            tool, args = action["tool"], dict(action.get("args") or {})
+            if action.get("as") is not None:
+                return await self._as(str(action["as"]), tool, args)
+            result = await self._app().call_tool(tool, args)
+            text = "".join(getattr(c, "text", "") for c in (result.content or []))
+            return {"ok": True, "tool": tool, "text": text[:2000]}
+        except Exception as exc:  # reported to the host, which decides what a failed action means
+            return {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:2000]}
+
+    async def _as(self, who: str, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Run a service tool as ``who`` instead of the service's user: the service's ``user``
+        setting is swapped for the call (agent calls are held meanwhile) and put back."""
+        from ...services.base import Store
+        from ...services.names import SERVICE_TOOLS
+
+        if self.services is None:
+            raise ValueError("this task has no services")
+        service = next((s for s, tools in SERVICE_TOOLS.items() if tool in tools), None)
+        if service is None:
+            raise ValueError(f"`as` needs a service tool, not {tool!r}")
+        store = Store(self.services.ctx, service)
+        with self.services.ctx.lock, self.services.ctx.db:
+            own = store.meta("user")
+            store.set_meta("user", who)
+        try:
+            result = await self._app().call_tool(tool, args)
+        finally:
+            with self.services.ctx.lock, self.services.ctx.db:
+                store.set_meta("user", own)
+        text = "".join(getattr(c, "text", "") for c in (result.content or []))
+        return {"ok": True, "tool": tool, "as": who, "text": text[:2000]}
+
+    def handlers(self) -> dict[str, Callable[[dict], Awaitable[dict]]]:
+        """Control operation ``act``."""
+        return {"act": self.act}
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """What the actions did to records: ``{service: {collection: {id: change}}}``, a change
+    being ``{"created": record}``, ``{"deleted": true}`` or ``{"fields": {name: value after}}``
+    (only the fields that changed, so an earlier change of the agent to another field of the
+    same record stays the agent's)."""
+    out: dict[str, Any] = {}
+    for svc in set(before) | set(after):
+        for coll in set(before.get(svc, {})) | set(after.get(svc, {})):
+            b, a = before.get(svc, {}).get(coll, {}), after.get(svc, {}).get(coll, {})
+            for rid in set(a) | set(b):
+                old, new = b.get(rid), a.get(rid)
+                if old == new:
+                    continue
+                if old is None:
+                    change: dict[str, Any] = {"created": new}
+                elif new is None:
+                    change = {"deleted": True}
+                else:
+                    change = {"fields": {k: new.get(k) for k in set(old) | set(new) if old.get(k) != new.get(k)}}
+                out.setdefault(svc, {}).setdefault(coll, {})[rid] = change
+    return out
