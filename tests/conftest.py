@@ -13,10 +13,16 @@ os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
 
 ROOT = Path(__file__).resolve().parent.parent
 SPECS = sorted(p.parent for p in (ROOT / "specs").glob("*/task.yaml"))
+#: Per-test limit of docker-marked tests (sandboxes start, images build); the rest get
+#: pyproject's short default. A test's own ``timeout`` mark wins.
+DOCKER_TIMEOUT_S = 300
 
 
 def pytest_collection_modifyitems(config, items):
     docker_items = [i for i in items if i.get_closest_marker("docker")]
+    for item in docker_items:
+        if item.get_closest_marker("timeout") is None:
+            item.add_marker(pytest.mark.timeout(DOCKER_TIMEOUT_S))
     if not docker_items:
         return
     from cowork.engine.client import docker_available
