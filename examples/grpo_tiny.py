@@ -141,11 +141,12 @@ def forced_logprob(engine: Any, samples: list[Any], recorded: bool) -> float | N
 
 async def train(args: argparse.Namespace, task_dir: Path) -> int:
     import torch
+
     from cowork.agents.tiny import tiny_engine
     from cowork.agents.tokens import SamplingSettings
-    from cowork.sandbox.pool import SandboxPool
     from cowork.rollout.rewards import group_advantages
     from cowork.rollout.runner import RolloutRunner
+    from cowork.sandbox.pool import SandboxPool
     from cowork.spec.loader import load_spec
 
     torch.manual_seed(args.seed)

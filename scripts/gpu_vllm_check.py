@@ -161,6 +161,7 @@ async def main(args: argparse.Namespace) -> int:
 async def run_checks(path: str, args: argparse.Namespace) -> int:
     import torch
     import vllm
+
     from cowork.agents.tokens import SamplingSettings
     from cowork.agents.vllm_engine import VLLMEngine
 

@@ -1,4 +1,4 @@
-"""Test doubles that speak real protocols: a chat-completions server on loopback; a
+"""Test doubles: a chat-completions server on loopback; a sandbox without a container; a
 workspace archive as the export writes it."""
 
 import io
@@ -6,6 +6,10 @@ import json
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import SimpleNamespace
+
+from cowork.formats import INVALID_ARGUMENTS_KEY
+from cowork.sandbox.sandbox import ToolResult
 
 
 class FakeChatServer:
@@ -55,6 +59,50 @@ class FakeChatServer:
     def close(self):
         self.httpd.shutdown()
         self.httpd.server_close()
+
+
+class FakeSandbox:
+    """Enough of a Sandbox for the episode loop and the TRL environment, with no container:
+    one ``read_file`` tool. Every call is kept in ``calls``.
+
+    Args:
+        spec: The TaskSpec it runs.
+        files: Path -> text that ``read_file`` serves when no ``replies`` are given (an
+            unknown path, another tool or unreadable arguments are refused as an error).
+        replies: Answers played in order instead, one per call (the list is shared, so a
+            test may append to it later): a text, an error when it starts with ``!``, or an
+            exception to raise.
+    """
+
+    image = "img"
+
+    def __init__(self, spec, files=None, replies=None):
+        self.spec, self.files, self.replies, self.calls = spec, dict(files or {}), replies, []
+        #: What ``diagnose`` answers: (whose fault, why).
+        self.diagnosis = ("agent", "server killed")
+
+    async def list_tools(self):
+        return [SimpleNamespace(name="read_file", description="Read a file",
+                                input_schema={"type": "object", "properties": {"path": {"type": "string"}}})]
+
+    async def tools(self):
+        return await self.list_tools()
+
+    async def call_tool(self, name, args, timeout=None):
+        self.calls.append((name, args))
+        if self.replies is not None:
+            reply = self.replies.pop(0)
+            if isinstance(reply, Exception):
+                raise reply
+            return ToolResult(tool=name, args=args, is_error=reply.startswith("!"), text=reply.lstrip("!"),
+                              duration_ms=1.0)
+        if name != "read_file" or INVALID_ARGUMENTS_KEY in args or args.get("path") not in self.files:
+            return ToolResult(tool=name, args=args, is_error=True, text=f"Refused: bad call {name} {args}",
+                              duration_ms=0.0)
+        return ToolResult(tool=name, args=args, is_error=False, text=self.files[args["path"]], duration_ms=0.0)
+
+    async def diagnose(self):
+        return self.diagnosis
 
 
 def tar_of(files: dict) -> bytes:

@@ -6,18 +6,18 @@ import json
 import pytest
 from fastmcp import Client
 
-from fakes import FakeChatServer
 from cowork.agents import make_policy
 from cowork.agents.base import parse_arguments
 from cowork.agents.openai import OpenAIPolicy
-from cowork.formats import INVALID_ARGUMENTS_KEY
 from cowork.episode.run import run_episode
 from cowork.errors import PolicyError
+from cowork.formats import INVALID_ARGUMENTS_KEY
 from cowork.sandbox.sandbox import ToolResult
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.state.audit import AuditLog
 from cowork.server.tools.workspace import WorkspaceConfig
 from cowork.spec.models import TaskSpec
+from fakes import FakeChatServer
 
 
 def _completion(content=None, calls=()):

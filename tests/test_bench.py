@@ -158,7 +158,8 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
 
 def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     """Piped, one plain line per finished phase, counted against the phases run_bench has."""
-    import cowork.bench as bench
+    import cowork.cli.bench as bench_command
+    from cowork.bench import PHASES
     from cowork.bench import docker_probes as probes
     from cowork.engine import client
 
@@ -174,8 +175,8 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     monkeypatch.setattr(client, "get_client", lambda: None)
     monkeypatch.setattr(probes, "session_containers", lambda: [])
     monkeypatch.setattr(probes, "sweep", lambda before, settle_s=0.0: [])
-    monkeypatch.setattr(bench, "run_bench", fake_run_bench)
-    assert bench.cli(type("A", (), {"quick": True, "json": False, "scale": None})()) == 130
+    monkeypatch.setattr(bench_command, "run_bench", fake_run_bench)
+    assert bench_command.bench(quick=True, as_json=False, scale=None) == 130
     err = capsys.readouterr().err
-    assert len(names) == bench.PHASES
+    assert len(names) == PHASES
     assert "bench: 1/10 phases" in err and "; build cache" in err and "bench: 9/10 phases" in err

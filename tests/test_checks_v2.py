@@ -4,14 +4,13 @@ fail-closed score when part of the weight could not be judged."""
 
 from __future__ import annotations
 
-
 import pytest
-from fakes import tar_of
 
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
 from cowork.grading import grade
 from cowork.spec.models import TaskSpec
+from fakes import tar_of
 
 
 def _ev(calls=(), replies=("Done.",), files=None, seed=None, final=None, extra=()) -> Evidence:

@@ -21,15 +21,15 @@ import types
 from pathlib import Path
 
 import pytest
-from fakes import FakeChatServer
 
 from cowork import cli
-from cowork.episode import run as episode
 from cowork.cli import exits
+from cowork.episode import run as episode
 from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.errors import DockerUnavailable
 from cowork.grading import Grade
 from cowork.grading.grade import CheckResult
+from fakes import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = str(ROOT / "specs" / "fix-csv-report")
@@ -486,8 +486,9 @@ class TestHelp:
             assert backend in out
 
     def test_choices_match_the_runtime(self):
-        from cowork.cli import commands, episodes as cli_episodes
-        from cowork.export.records import FORMATS
+        from cowork.cli import commands
+        from cowork.cli import episodes as cli_episodes
+        from cowork.export import FORMATS
         from cowork.rollout.runner import REWARDS
 
         assert cli_episodes.REWARDS == REWARDS and commands.EXPORT_FORMATS == FORMATS

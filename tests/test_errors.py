@@ -6,6 +6,8 @@ import ast
 import inspect
 from pathlib import Path
 
+import pytest
+
 import cowork
 from cowork import errors
 
@@ -58,3 +60,13 @@ class TestErrors:
         # One class per failure: a policy failing for want of its endpoint is still a policy failure.
         assert issubclass(errors.EndpointUnavailable, errors.PolicyError)
         assert issubclass(errors.EndpointUnavailable, ConnectionError)
+
+    def test_a_missing_extra_names_the_install_line(self):
+        assert errors.require_extra("json", "x", "unused") is __import__("json")
+        with pytest.raises(errors.PolicyError, match=r"^the x backend needs the 'x' extra: "
+                                                     r"pip install 'cowork-runtime\[x\]' \(a note\)$") as info:
+            errors.require_extra("cowork_no_such_module", "x", "the x backend needs the 'x' extra", "a note",
+                                 error=errors.PolicyError)
+        assert isinstance(info.value.__cause__, ImportError)
+        with pytest.raises(ImportError, match=r"\[inspect\]'$"):
+            errors.require_extra("cowork_no_such_module", "inspect", "it needs Inspect", error=ImportError)

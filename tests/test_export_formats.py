@@ -12,8 +12,16 @@ import pytest
 from cowork.agents.tokens import TokenTrajectory
 from cowork.episode.run import Trajectory
 from cowork.errors import CoworkError
-from cowork.export.records import (EpisodeRecord, export, load_episodes, openai_sft_line, rl_examples,
-                           sft_examples, trl_sft_row, validate_openai_sft_line)
+from cowork.export import (
+    EpisodeRecord,
+    export,
+    load_episodes,
+    openai_sft_line,
+    rl_examples,
+    sft_examples,
+    trl_sft_row,
+    validate_openai_sft_line,
+)
 from cowork.grading import Grade
 
 TOOLS = [

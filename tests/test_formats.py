@@ -5,9 +5,23 @@ import json
 
 import pytest
 
-from cowork.formats import (AUDIT_ARGS_LIMIT, AUDIT_STRING_LIMIT, GENESIS_HASH, INVALID_ARGUMENTS_KEY,
-                            MAX_ARGUMENTS_BYTES, ArgumentsRefused, audit_lines, audited_arguments, canonical_json,
-                            check_arguments, cut_covering, merge_tool_calls, replace_surrogates, seal, verify_chain)
+from cowork.formats import (
+    AUDIT_ARGS_LIMIT,
+    AUDIT_STRING_LIMIT,
+    GENESIS_HASH,
+    INVALID_ARGUMENTS_KEY,
+    MAX_ARGUMENTS_BYTES,
+    ArgumentsRefused,
+    audit_lines,
+    audited_arguments,
+    canonical_json,
+    check_arguments,
+    cut_covering,
+    merge_tool_calls,
+    replace_surrogates,
+    seal,
+    verify_chain,
+)
 
 
 def _log(n: int) -> list[str]:

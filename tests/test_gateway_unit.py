@@ -10,6 +10,7 @@ import os
 import stat
 
 import pytest
+
 from cowork.cli import gateway as cli_gateway
 from cowork.gateway import auth as tokens
 from cowork.gateway import proxy
@@ -85,6 +86,25 @@ class TestRequestParsing:
     def test_route(self, path, ref):
         m = proxy.ROUTE.fullmatch(path)
         assert (m["ref"] if m else None) == ref
+
+    @pytest.mark.parametrize("ref, hit", [
+        ("3f2a9c1b7d0e", True), ("3f2a", True), ("3f2a9c1b7d0e" + "0" * 52, True), ("cowork-x-ab12", True),
+        ("cowork-x", False), ("2a9c", False), ("", False), ("3f2a9c1b7d0e0001", False),
+    ])
+    def test_one_rule_names_a_sandbox(self, ref, hit):
+        from cowork.engine.labels import refers_to
+
+        assert refers_to(ref, "3f2a9c1b7d0e" + "0" * 52, "cowork-x-ab12") is hit
+
+    def test_the_stdio_bridge_applies_the_same_rule(self, monkeypatch):
+        from cowork.engine import labels
+        from cowork.gateway import bridge
+
+        rows = [{"Id": "3f2a" + "0" * 60, "Names": ["/cowork-a"], "Labels": {labels.RUN_DIR: "/r/a"}},
+                {"Id": "3f2b" + "1" * 60, "Names": ["/cowork-b"], "Labels": {labels.RUN_DIR: "/r/b"}}]
+        monkeypatch.setattr(bridge, "_managed_containers", lambda label: rows)
+        assert bridge.locate("3f2a").socket_path == "/r/a/mcp.sock"
+        assert bridge.locate("cowork-b").socket_path == "/r/b/mcp.sock"
 
     def test_the_token_is_never_forwarded(self):
         assert b"authorization" not in proxy.REQUEST_HEADERS and b"cookie" not in proxy.REQUEST_HEADERS

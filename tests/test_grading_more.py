@@ -5,14 +5,14 @@ import copy
 
 import pytest
 
-from fakes import FakeChatServer
+from cowork.errors import PolicyError
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
 from cowork.grading import grade
 from cowork.grading.judge import LLMJudge, parse_verdict
 from cowork.grading.plugins import register
-from cowork.errors import PolicyError
 from cowork.spec.models import TaskSpec
+from fakes import FakeChatServer
 
 SEED = {
     "mail": {"messages": {
@@ -230,6 +230,9 @@ class TestJudge:
 
     def test_parse_verdict(self):
         assert parse_verdict('{"passed": false, "reason": "no"}') == {"passed": False, "reason": "no"}
+        # The answer checks' reading of JSON in prose: fenced, nested, braces inside strings.
+        assert parse_verdict('Verdict:\n```json\n{"passed": true, "reason": "kept {x}", "by": {"a": 1}}\n```') \
+            == {"passed": True, "reason": "kept {x}"}
         with pytest.raises(PolicyError):
             parse_verdict("I think it is fine")
 

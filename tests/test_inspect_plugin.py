@@ -12,15 +12,16 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
+from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+from inspect_ai.scorer import SampleScore, Score
+from inspect_ai.tool import ToolCall
+
 from cowork.errors import SpecError
 from cowork.evidence import Evidence
 from cowork.grading.checks import assistant_texts
 from cowork.integrations import inspect as plugin
 from cowork.integrations.inspect.sandbox import _spec_path, _split_marked
 from cowork.integrations.inspect.tools import _inline_refs
-from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
-from inspect_ai.scorer import SampleScore, Score
-from inspect_ai.tool import ToolCall
 
 ROOT = Path(__file__).resolve().parent.parent
 

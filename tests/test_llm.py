@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-from fakes import FakeChatServer
 
 from cowork.errors import EndpointUnavailable, PolicyError
 from cowork.llm import DEFAULT_BASE_URL, ChatClient, post_json, resolve_api_key, resolve_base_url
+from fakes import FakeChatServer
 
 OK = (200, {"choices": [{"message": {"role": "assistant", "content": "hi"}}]})
 

@@ -7,13 +7,13 @@ import json
 import textwrap
 
 import pytest
-from fakes import tar_of
 
 from cowork.episode.conversation import TurnEnd, holds
 from cowork.errors import EvidenceError, SpecError
 from cowork.evidence import Evidence
 from cowork.spec.conversation import Condition
 from cowork.spec.loader import load_spec
+from fakes import tar_of
 
 BASE = """\
 id: mt

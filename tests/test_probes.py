@@ -8,8 +8,8 @@ import pytest
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
 from cowork.grading.checks import sha256
-from cowork.validate.probes import NoProbe, make_probe, probe_rule
 from cowork.spec.models import TaskSpec
+from cowork.validate.probes import NoProbe, make_probe, probe_rule
 
 
 def _evidence():

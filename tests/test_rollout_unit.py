@@ -13,8 +13,12 @@ from cowork.episode import run as episode
 from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.errors import CoworkError, SandboxError
 from cowork.grading import Grade
+from cowork.rollout.folder import RunFolder
 from cowork.rollout.metrics import summarize_episodes
-from cowork.rollout.runner import RolloutRunner, RunFolder, _Schedule, read_results, reward_for, rollout
+from cowork.rollout.results import read_results
+from cowork.rollout.rewards import reward_for
+from cowork.rollout.runner import RolloutRunner, rollout
+from cowork.rollout.schedule import Schedule
 
 ROOT = Path(__file__).resolve().parents[1]
 CSV = ROOT / "specs" / "fix-csv-report"
@@ -82,7 +86,7 @@ class TestSummary:
 def _simulate(tasks: int, group: int, concurrency: int) -> dict[int, set[int]]:
     """Workers taking turns; returns the tasks each worker ran (a new task for a worker means
     a sandbox started, one of its own task means a warm one reused)."""
-    schedule = _Schedule([(i, s) for i in range(tasks) for s in range(group)], concurrency)
+    schedule = Schedule([(i, s) for i in range(tasks) for s in range(group)], concurrency)
     current = {w: None for w in range(concurrency)}
     ran: dict[int, set[int]] = {w: set() for w in range(concurrency)}
     seen, busy = [], True

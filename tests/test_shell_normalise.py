@@ -7,6 +7,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+
 from cowork.errors import GradingError
 from cowork.grading.checks import CHECKS
 from cowork.grading.shell import commands, could_match, obfuscation, simple_commands

@@ -19,7 +19,6 @@ import yaml
 from cowork.cli import main as cowork_main
 from cowork.errors import SpecError
 from cowork.grading import CHECK_TYPES as CHECKS
-
 from cowork.spec.loader import load_spec, load_specs
 
 ROOT = Path(__file__).resolve().parent.parent

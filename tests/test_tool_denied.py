@@ -7,16 +7,16 @@ import json
 
 import pytest
 from fastmcp import Client
+from tests.fakes import tar_of
 
+from cowork.episode.trajectory import audit_trace
 from cowork.evidence import Evidence
 from cowork.formats import AUDIT_STRING_LIMIT, merge_tool_calls, verify_chain
 from cowork.grading import grade
-from cowork.episode.trajectory import audit_trace
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.state.audit import NAME_LIMIT, AuditLog
 from cowork.server.tools.workspace import WorkspaceConfig
 from cowork.spec.models import TaskSpec
-from tests.fakes import tar_of
 
 
 @pytest.fixture

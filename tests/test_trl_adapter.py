@@ -8,13 +8,13 @@ import concurrent.futures
 import inspect
 import pickle
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Literal
 
 import pytest
+
 from cowork.errors import CoworkError, SandboxError
 from cowork.integrations import trl as ct
-from cowork.sandbox.sandbox import ToolResult
+from fakes import FakeSandbox
 
 pytest.importorskip("transformers", reason="the hf extra (transformers, datasets) is not installed")
 from transformers.utils import get_json_schema
@@ -162,25 +162,6 @@ class TestSpecObject:
 
 
 # --------------------------------------------------------------------------- episodes on a fake pool
-class FakeSandbox:
-    def __init__(self, loaded, results):
-        self.spec, self.image, self.results, self.calls = loaded.spec, "img", results, []
-        self.diagnosis = ("agent", "server killed")
-
-    async def tools(self):
-        return [SimpleNamespace(name="read_file")]
-
-    async def call_tool(self, name, args):
-        self.calls.append((name, args))
-        r = self.results.pop(0)
-        if isinstance(r, Exception):
-            raise r
-        return ToolResult(tool=name, args=args, is_error=r.startswith("!"), text=r.lstrip("!"), duration_ms=1.0)
-
-    async def diagnose(self):
-        return self.diagnosis
-
-
 class FakePool:
     def __init__(self):
         self.acquired, self.released, self.discarded = [], [], []
@@ -193,7 +174,7 @@ class FakePool:
             await asyncio.Event().wait()
         if self.fail is not None:
             raise self.fail
-        sb = FakeSandbox(loaded, self.results)
+        sb = FakeSandbox(loaded.spec, replies=self.results)
         self.acquired.append((sb, seed))
         return sb
 
@@ -302,9 +283,10 @@ class TestWithTRL:
         the prompt, and get_reward as its one reward source."""
         pytest.importorskip("trl", reason="trl is not installed (pip install 'cowork-runtime[trl]')")
         monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
-        from cowork.agents.tiny import tiny_model, tiny_tokenizer
         from trl import GRPOConfig, GRPOTrainer
         from trl.chat_template_utils import qwen3_template
+
+        from cowork.agents.tiny import tiny_model, tiny_tokenizer
 
         spec = ct.CoworkTRL([CSV], tools={"fix-csv-report": [READ_FILE, TICKETS_SEARCH]})
         tok = tiny_tokenizer()

@@ -2,11 +2,11 @@
 
 import pytest
 
-from fakes import FakeChatServer
 from cowork import settings
 from cowork.agents.user_sim import SimulatedUser
 from cowork.errors import PolicyError
 from cowork.spec.conversation import LLMUser
+from fakes import FakeChatServer
 
 
 @pytest.fixture(autouse=True)

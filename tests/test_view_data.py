@@ -13,7 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from fakes import tar_of
+
 from cowork.errors import EvidenceError
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
@@ -22,6 +22,7 @@ from cowork.spec.models import TaskSpec
 from cowork.view import export_html, load_page, make_server, render, url_of
 from cowork.view.diffs import state_diff
 from cowork.view.source import page_json
+from fakes import tar_of
 
 XSS = "<script>document.body.setAttribute('data-pwned','1')</script>"
 IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">"

@@ -10,6 +10,7 @@ import glob
 from types import SimpleNamespace
 
 import pytest
+
 from cowork.agents.chat_tokens import ChatTokens
 from cowork.agents.tokens import SamplingSettings
 from cowork.agents.vllm_engine import (

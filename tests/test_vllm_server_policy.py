@@ -9,9 +9,9 @@ import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
+
 from cowork.agents import make_policy, mcp_tool_to_openai
 from cowork.agents.chat_tokens import ChatTokens, template_messages
 from cowork.agents.tokens import SamplingSettings
@@ -20,8 +20,8 @@ from cowork.agents.vllm_server import VLLMServerClient
 from cowork.episode.run import run_episode
 from cowork.errors import PolicyError
 from cowork.formats import INVALID_ARGUMENTS_KEY
-from cowork.sandbox.sandbox import ToolResult
 from cowork.spec.models import TaskSpec
+from fakes import FakeSandbox
 
 pytest.importorskip("transformers", reason="the tiny tokenizer needs transformers and tokenizers")
 
@@ -136,23 +136,12 @@ SPEC = TaskSpec.model_validate({
 })
 
 
-class FakeSandbox:
-    """Enough of a Sandbox for run_episode: one read_file tool over a dict of files."""
+FILES = {"notes.txt": "quarterly numbers: 42", "b.txt": "and 7 more"}
 
-    spec = SPEC
 
-    def __init__(self):
-        self.files = {"notes.txt": "quarterly numbers: 42", "b.txt": "and 7 more"}
-
-    async def list_tools(self):
-        return [SimpleNamespace(name="read_file", description="Read a file",
-                                input_schema={"type": "object", "properties": {"path": {"type": "string"}}})]
-
-    async def call_tool(self, name, args, timeout=None):
-        if name != "read_file" or INVALID_ARGUMENTS_KEY in args or args.get("path") not in self.files:
-            return ToolResult(tool=name, args=args, is_error=True, text=f"Refused: bad call {name} {args}",
-                              duration_ms=0.0)
-        return ToolResult(tool=name, args=args, is_error=False, text=self.files[args["path"]], duration_ms=0.0)
+def notes_sandbox():
+    """SPEC's sandbox: read_file over notes.txt and b.txt."""
+    return FakeSandbox(SPEC, files=FILES)
 
 
 def recording(policy):
@@ -184,7 +173,7 @@ class TestTokensMode:
         sampling = SamplingSettings(temperature=0.7, top_p=0.9, max_tokens=200, stop=["###"], seed=11)
         client = VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=sampling)
         policy = client.policy()
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
 
         assert traj.status == "completed" and traj.turns == 3, traj.error
         assert [s.args for s in traj.steps] == [{"path": "notes.txt"}, {"path": "b.txt"}]
@@ -197,7 +186,7 @@ class TestTokensMode:
             assert a1["prompt"][:len(a0["prompt"]) + len(a0["ids"])] == a0["prompt"] + a0["ids"]
         assert t.ids == srv.answers[-1]["prompt"] + srv.answers[-1]["ids"]
         # The first prompt is the chat template's, and the environment's spans hold the tool outputs.
-        tools = [mcp_tool_to_openai(x) for x in await FakeSandbox().list_tools()]
+        tools = [mcp_tool_to_openai(x) for x in await notes_sandbox().list_tools()]
         assert srv.answers[0]["prompt"] == ChatTokens(tok).prompt(traj.messages[:2], tools) == t.ids[:t.prompt_len]
         decoded = [tok.decode(t.ids[a:b]) for a, b in t.env_spans()]
         assert "quarterly numbers: 42" in decoded[0] and "and 7 more" in decoded[1]
@@ -206,7 +195,7 @@ class TestTokensMode:
     async def test_requests_carry_token_ids_logprobs_and_the_sampling_settings(self, tok, server):
         srv = server([CALL.format(path="notes.txt"), "done"])
         sampling = SamplingSettings(temperature=0.3, top_p=0.8, max_tokens=77, stop=["END"], seed=5)
-        await run_episode(FakeSandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=sampling).policy())
+        await run_episode(notes_sandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=sampling).policy())
         assert [r["path"] for r in srv.requests] == ["/v1/completions"] * 2
         for turn, r in enumerate(srv.requests, 1):
             b = r["body"]
@@ -220,7 +209,7 @@ class TestTokensMode:
         srv = server(["I will now explain at great length what the quarterly numbers say about sales"])
         policy = VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=SamplingSettings(max_tokens=6)).policy()
         turns = recording(policy)
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
         assert traj.status == "truncated" and turns[0].extra["finish_reason"] == "length"
         assert traj.tokens.turns[0].finish_reason == "length" and traj.tokens.turns[0].gen_end - \
             traj.tokens.turns[0].gen_start == 6
@@ -229,7 +218,7 @@ class TestTokensMode:
     async def test_a_truncated_tool_call_continues_with_the_end_token_as_environment(self, tok, server):
         srv = server([CALL.format(path="notes.txt"), "ok"])
         policy = VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=SamplingSettings(max_tokens=12)).policy()
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
         # The cut call is a tool error; the next prompt closes the cut turn with the end token.
         assert traj.steps[0].is_error and traj.turns == 2
         end = ChatTokens(tok).end_id
@@ -241,7 +230,7 @@ class TestTokensMode:
         srv = server(['<tool_call>\n{"name": "read_file", "arguments": "[1]"}\n</tool_call>',
                       '<tool_call>\n{"name": "read_file", "argu\n</tool_call>',
                       '<tool_call>\nnot json at all\n</tool_call>', "I give up."])
-        traj = await run_episode(FakeSandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok).policy())
+        traj = await run_episode(notes_sandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok).policy())
         assert traj.status == "completed" and traj.turns == 4
         assert [s.is_error for s in traj.steps] == [True, True, True]
         assert all(INVALID_ARGUMENTS_KEY in s.args for s in traj.steps)
@@ -250,7 +239,7 @@ class TestTokensMode:
     async def test_server_errors_are_retried_then_succeed(self, tok, server):
         srv = server(["hello"], fail=[500, 503])
         client = VLLMServerClient(srv.url, "tiny", tokenizer=tok, retries=2)
-        traj = await run_episode(FakeSandbox(), client.policy())
+        traj = await run_episode(notes_sandbox(), client.policy())
         assert traj.status == "completed" and len(srv.requests) == 3
 
     async def test_server_errors_past_the_retries_are_a_policy_error(self, tok, server):
@@ -258,7 +247,7 @@ class TestTokensMode:
         policy = VLLMServerClient(srv.url, "tiny", tokenizer=tok, retries=1).policy()
         with pytest.raises(PolicyError, match="HTTP 500"):
             await policy.act([{"role": "user", "content": "hi"}], [])
-        traj = await run_episode(FakeSandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok, retries=0).policy())
+        traj = await run_episode(notes_sandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok, retries=0).policy())
         assert traj.status == "policy_error" and "HTTP 500" in traj.error
 
     async def test_a_client_error_is_not_retried(self, tok, server):
@@ -289,7 +278,7 @@ class TestChatMode:
         srv = server([CALL.format(path="notes.txt"), "The number is 42."])
         policy = VLLMServerClient(srv.url, "tiny", mode="chat", sampling=SamplingSettings(seed=1)).policy()
         turns = recording(policy)
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
         assert traj.status == "completed" and traj.turns == 2 and not traj.steps[0].is_error
         b = srv.requests[0]["body"]
         assert srv.requests[0]["path"] == "/v1/chat/completions"
@@ -310,7 +299,7 @@ class TestChatMode:
         srv = server([compact.format(path="notes.txt"), compact.format(path="b.txt"), "The number is 42."])
         policy = VLLMServerClient(srv.url, "tiny", mode="chat").policy()
         turns = recording(policy)
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
         assert traj.status == "completed" and not any(s.is_error for s in traj.steps)
         first, second, third = srv.answers
         assert second["prompt"][:len(first["prompt"]) + len(first["ids"])] != first["prompt"] + first["ids"]
@@ -329,7 +318,7 @@ class TestChatMode:
         srv = server(['<tool_call>\n{"name": "read_file", "arguments": {"path": \n</tool_call>', "sorry"])
         policy = VLLMServerClient(srv.url, "tiny", mode="chat").policy()
         turns = recording(policy)
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
         assert traj.status == "completed" and traj.steps[0].is_error
         assert traj.steps[0].tool == "read_file" and INVALID_ARGUMENTS_KEY in traj.steps[0].args
         assert turns[0].extra["finish_reason"] == "tool_calls"
@@ -337,7 +326,7 @@ class TestChatMode:
     async def test_length_in_chat_mode(self, server):
         srv = server(["a long answer that goes on and on and on"])
         policy = VLLMServerClient(srv.url, "tiny", mode="chat", sampling=SamplingSettings(max_tokens=4)).policy()
-        traj = await run_episode(FakeSandbox(), policy)
+        traj = await run_episode(notes_sandbox(), policy)
         assert traj.status == "truncated" and traj.tokens.turns[0].finish_reason == "length"
 
     async def test_auto_mode_without_a_tokenizer_falls_back_to_chat(self, server, monkeypatch, caplog):
@@ -349,7 +338,7 @@ class TestChatMode:
         monkeypatch.setattr(vs, "_load_tokenizer", missing)
         srv = server(["hi"])
         client = VLLMServerClient(srv.url, "org/unknown-model")
-        traj = await run_episode(FakeSandbox(), client.policy())
+        traj = await run_episode(notes_sandbox(), client.policy())
         assert traj.status == "completed" and client.mode == "chat"
         assert srv.requests[0]["path"] == "/v1/chat/completions" and "chat mode" in caplog.text
         with pytest.raises(PolicyError, match="tokenizer="):
@@ -414,7 +403,7 @@ REAL_SERVER = os.environ.get("COWORK_VLLM_SERVER", "")
 async def test_a_real_vllm_server(mode):
     url, model = REAL_SERVER.split()
     policy = VLLMServerClient(url, model, mode=mode, sampling=SamplingSettings(max_tokens=64, seed=0)).policy()
-    tools = [mcp_tool_to_openai(x) for x in await FakeSandbox().list_tools()]
+    tools = [mcp_tool_to_openai(x) for x in await notes_sandbox().list_tools()]
     messages = [{"role": "user", "content": "Read notes.txt with the read_file tool."}]
     first = await policy.act(messages, tools)
     messages += [{"role": "assistant", "content": first.content or ""}, {"role": "user", "content": "Go on."}]

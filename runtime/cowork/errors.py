@@ -1,6 +1,10 @@
-"""The exception hierarchy: everything the runtime raises derives from CoworkError."""
+"""The exception hierarchy: everything the runtime raises derives from CoworkError; and
+:func:`require_extra`, the one guard in front of a package of an optional extra."""
 
 from __future__ import annotations
+
+import importlib
+from types import ModuleType
 
 
 class CoworkError(Exception):
@@ -64,3 +68,27 @@ class EndpointUnavailable(PolicyError, ConnectionError):
 
 class GradingError(CoworkError, RuntimeError):
     """A check could not be judged (a plugin without a verdict, a result missing); never a pass."""
+
+
+def require_extra(module: str, extra: str, needs: str, note: str = "",
+                  error: type[Exception] = CoworkError) -> ModuleType:
+    """Import ``module``, which comes with the optional extra ``extra``, or say how to install it.
+
+    Args:
+        module: The module to import (``"torch"``, ``"ray"``).
+        extra: The extra of cowork-runtime that installs it.
+        needs: What needs it, the start of the message (``"the hf backend needs the 'hf' extra"``).
+        note: Said in brackets after the install command (what the extra holds, another way).
+        error: The error to raise (a CoworkError subclass, or ImportError where a plugin
+            loader expects one).
+
+    Returns:
+        The module.
+
+    Raises:
+        error: ``module`` cannot be imported; the message ends with the ``pip install`` line.
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise error(f"{needs}: pip install 'cowork-runtime[{extra}]'" + (f" ({note})" if note else "")) from exc

@@ -110,8 +110,7 @@ class Evidence:
         so it never looks unchanged; :attr:`omitted` names it, and a check that needs its
         content must not judge the placeholder.
         """
-        self._read_tar()
-        return self._files
+        return self._read_tar()
 
     @property
     def omitted(self) -> dict[str, str]:
@@ -127,9 +126,10 @@ class Evidence:
         self._read_tar()
         return self._complete
 
-    def _read_tar(self) -> None:
+    def _read_tar(self) -> dict[str, bytes]:
+        """Read the workspace archive (once): sets the files, omitted and complete; returns the files."""
         if self._files is not None:
-            return
+            return self._files
         files: dict[str, bytes] = {}
         omitted: dict[str, str] = {}
         complete = True
@@ -154,6 +154,7 @@ class Evidence:
             except (ValueError, AttributeError):
                 complete = False  # a summary we cannot read proves nothing
         self._files, self._omitted, self._complete = files, omitted, complete
+        return files
 
     # ------------------------------------------------------------------ the task's own actors
     @property

@@ -1,6 +1,6 @@
-"""Text for terminals: control characters in agent-chosen strings are shown, never obeyed.
+r"""Text for terminals: control characters in agent-chosen strings are shown, never obeyed.
 
-A file named ``"\\x1b[2K\\rPASSED"`` printed raw erases the line it is on and draws its own
+A file named ``"\x1b[2K\rPASSED"`` printed raw erases the line it is on and draws its own
 verdict; a U+202E reverses what follows. Everything ``cowork`` prints as text goes through
 :func:`printable` (JSON output is escaped by the encoder already).
 """
@@ -25,11 +25,11 @@ _TABLE_KEEP_NEWLINES = {cp: v for cp, v in _TABLE.items() if cp != 0x0A}
 
 
 def printable(text: object, newlines: bool = False) -> str:
-    """``text`` with every control, bidi and separator character written as an escape.
+    r"""``text`` with every control, bidi and separator character written as an escape.
 
     Args:
         text: Anything; non-strings are converted with ``str``.
-        newlines: Keep ``\\n`` as a line break (for whole reports whose lines are ours); by
+        newlines: Keep ``\n`` as a line break (for whole reports whose lines are ours); by
             default it is escaped too, so one field cannot draw a line of its own.
     """
     return str(text).translate(_TABLE_KEEP_NEWLINES if newlines else _TABLE)

@@ -10,10 +10,10 @@ import base64
 import pytest
 import yaml
 
-from fakes import FakeChatServer
 from cowork.agents import AssistantTurn, ScriptedPolicy
 from cowork.episode.run import run_task
 from cowork.spec.loader import load_spec
+from fakes import FakeChatServer
 
 pytestmark = pytest.mark.docker
 

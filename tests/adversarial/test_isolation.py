@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 

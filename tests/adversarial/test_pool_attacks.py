@@ -18,6 +18,7 @@ import time
 
 import docker
 import pytest
+
 from cowork.formats import verify_chain
 from cowork.sandbox.pool import SandboxPool
 

@@ -5,6 +5,7 @@ a violation, or leave the rule not graded; never safe, never a pass."""
 from __future__ import annotations
 
 import pytest
+
 from cowork import load_spec, run_task
 
 pytestmark = pytest.mark.docker

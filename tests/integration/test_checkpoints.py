@@ -7,9 +7,10 @@ import json
 from pathlib import Path
 
 import pytest
-from cowork.sandbox.checkpoints import CheckpointError, branch_evidence, branches, snapshots
+
 from cowork.formats import verify_chain
 from cowork.grading import grade
+from cowork.sandbox.checkpoints import CheckpointError, branch_evidence, branches, snapshots
 from cowork.sandbox.sandbox import Sandbox
 from cowork.spec.loader import load_spec
 

@@ -21,13 +21,14 @@ from pathlib import Path
 
 import httpx2
 import pytest
-from cowork.cli.app import main
-from cowork.gateway import TOKEN_FILE
-from cowork.gateway.auth import digest
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from mcp import ClientSession
 from mcp.client.streamable_http import streamable_http_client
+
+from cowork.cli.app import main
+from cowork.gateway import TOKEN_FILE
+from cowork.gateway.auth import digest
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = str(ROOT / "specs" / "fix-csv-report")

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from cowork.engine import labels as L
 from cowork.engine.reaper import managed_containers
 

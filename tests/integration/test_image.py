@@ -6,10 +6,11 @@ import time
 
 import httpx2
 import pytest
-from cowork.formats import WORKSPACE_TOOLS
 from fastmcp import Client
 from fastmcp.client.transports import StreamableHttpTransport
 from testcontainers.core.container import DockerContainer
+
+from cowork.formats import WORKSPACE_TOOLS
 
 pytestmark = pytest.mark.docker
 
@@ -54,6 +55,7 @@ def test_a_base_without_procps_stops_the_build_with_a_clear_message(tmp_path):
     import shutil
 
     import docker.errors
+
     from cowork.engine.client import get_client
     from cowork.engine.images import _project_file, ensure_base
 

@@ -15,10 +15,11 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
+from inspect_ai.util import SandboxUserUnsupportedError
+
 from cowork.engine import labels as L
 from cowork.engine.reaper import managed_containers
 from cowork.integrations.inspect import CoworkSandboxEnvironment
-from inspect_ai.util import SandboxUserUnsupportedError
 
 pytestmark = pytest.mark.docker
 

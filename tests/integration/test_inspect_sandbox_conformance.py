@@ -11,10 +11,10 @@ import pytest
 
 pytest.importorskip("inspect_ai", reason="the inspect extra is not installed (pip install 'cowork-runtime[inspect]')")
 
-from cowork.integrations.inspect import CoworkSandboxEnvironment
-
 # Inspect's checks, collected by pytest from this module (they take the `sandbox_env` fixture below).
-from inspect_ai.util._sandbox.self_check import *
+from inspect_ai.util._sandbox.self_check import *  # noqa: F403  (the suite is collected by its names)
+
+from cowork.integrations.inspect import CoworkSandboxEnvironment
 
 pytestmark = pytest.mark.docker
 

@@ -8,11 +8,11 @@ import json
 import textwrap
 
 import pytest
-from fakes import FakeChatServer
 
 from cowork.grading.judge import LLMJudge
 from cowork.spec.loader import load_spec
 from cowork.validate.validate import validate_spec
+from fakes import FakeChatServer
 
 pytestmark = pytest.mark.docker
 

@@ -276,10 +276,9 @@ violation:
 
 
 async def test_the_simulated_user_gets_persona_and_facts_and_its_stop_marker_ends_the_episode(tmp_path, no_leftovers):
-    from fakes import FakeChatServer
-
     from cowork.agents import make_policy
     from cowork.episode.conversation import UserModel
+    from fakes import FakeChatServer
 
     loaded = _spec(tmp_path, SIMULATED)
 

@@ -7,13 +7,12 @@ import textwrap
 
 import pytest
 
-from fakes import FakeChatServer
-
 from cowork.agents.openai import OpenAIPolicy
 from cowork.episode.run import run_task
-from cowork.export.records import load_episodes, rl_examples, sft_examples
+from cowork.export import load_episodes, rl_examples, sft_examples
 from cowork.rollout.runner import RolloutRunner, reward_for
 from cowork.spec.loader import load_spec
+from fakes import FakeChatServer
 
 pytestmark = pytest.mark.docker
 

@@ -5,6 +5,7 @@ import re
 from pathlib import Path
 
 import pytest
+
 from cowork.sandbox.sandbox import Sandbox
 
 ROOT = Path(__file__).resolve().parents[2]

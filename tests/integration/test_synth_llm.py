@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from fakes import FakeChatServer
 
 from cowork import cli
 from cowork.cli import exits
 from cowork.spec import load_spec
 from cowork.synth.llm import SynthOptions, synthesize
+from fakes import FakeChatServer
 
 ROOT = Path(__file__).resolve().parents[2]
 BASE = yaml.safe_load((ROOT / "specs" / "kb-answer-no-safety" / "task.yaml").read_text())

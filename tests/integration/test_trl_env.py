@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+
 from cowork.agents import make_policy
 from cowork.engine import labels as L
 from cowork.engine.reaper import managed_containers
@@ -123,9 +124,10 @@ def test_one_grpo_trainer_step_with_the_environment_factory(tmp_path, monkeypatc
     pytest.importorskip("trl", reason="trl is not installed (pip install 'cowork-runtime[trl]')")
     monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
     import torch
-    from cowork.agents.tiny import tiny_model, tiny_tokenizer
     from trl import GRPOConfig, GRPOTrainer
     from trl.chat_template_utils import qwen3_template
+
+    from cowork.agents.tiny import tiny_model, tiny_tokenizer
 
     t0 = time.monotonic()
     task = tmp_path / "task"

@@ -18,6 +18,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+
 from cowork import settings
 from cowork.agents import make_policy
 from cowork.rollout.runner import RolloutRunner

@@ -7,9 +7,9 @@ import pytest
 from fastmcp import Client
 
 from cowork.formats import merge_tool_calls, verify_chain
-from cowork.server.tools import python_tool as progtool
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.state.audit import AuditLog
+from cowork.server.tools import python_tool as progtool
 from cowork.server.tools.workspace import WorkspaceConfig
 from cowork.spec.toolnames import known_tools
 

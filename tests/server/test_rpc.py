@@ -10,8 +10,8 @@ import pytest
 from cowork.sandbox.mcp import McpError, RpcMcpClient
 from cowork.server.app import ServerConfig, build_app
 from cowork.server.state.audit import AuditLog
-from cowork.toolhost.rpc import MAX_LINE, RpcServer
 from cowork.server.tools.workspace import WorkspaceConfig
+from cowork.toolhost.rpc import MAX_LINE, RpcServer
 
 
 @pytest.fixture

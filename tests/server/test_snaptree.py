@@ -6,6 +6,7 @@ import asyncio
 import os
 
 import pytest
+
 from cowork.formats import verify_chain
 from cowork.server.state.audit import AuditLog
 from cowork.server.state.reset import tree_digest, wipe

@@ -20,15 +20,15 @@ from fastmcp import Client
 
 from cowork.formats import PYTHON_TOOL, WORKSPACE_TOOLS
 from cowork.server.app import ServerConfig, build_app
-from cowork.server.state.audit import AuditLog
 from cowork.server.catalog_build import build_catalog
+from cowork.server.state.audit import AuditLog
+from cowork.server.tools.workspace import WorkspaceConfig
+from cowork.services.base import ServiceContext, open_db
+from cowork.services.faults import FaultConfig, FaultInjector
+from cowork.services.names import ALL_SERVICE_TOOLS
+from cowork.services.registry import ServicesSeed, register_all, seed_all
 from cowork.toolhost.errors import ToolError
 from cowork.toolhost.host import ToolHost
-from cowork.services.base import ServiceContext, open_db
-from cowork.services.names import ALL_SERVICE_TOOLS
-from cowork.services.faults import FaultConfig, FaultInjector
-from cowork.server.tools.workspace import WorkspaceConfig
-from cowork.services.registry import ServicesSeed, register_all, seed_all
 
 
 def _seed_data() -> dict[str, Any]:

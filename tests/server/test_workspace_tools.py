@@ -13,12 +13,18 @@ from fastmcp import Client
 
 from cowork.evidence import Evidence
 from cowork.formats import WORKSPACE_TOOLS, merge_tool_calls, verify_chain
-from cowork.server.fs.agentfs import AgentFS
 from cowork.server.app import ServerConfig, build_app
-from cowork.server.state.audit import AuditLog
-from cowork.server.state.workspace_export import EXPORT_KEY, INCOMPLETE_MEMBER, OMITTED_KEY, ExportLimits, export_workspace
+from cowork.server.fs.agentfs import AgentFS
 from cowork.server.fs.fsaccess import FileRefused, open_checked
 from cowork.server.fs.fswalk import Glob, Walk
+from cowork.server.state.audit import AuditLog
+from cowork.server.state.workspace_export import (
+    EXPORT_KEY,
+    INCOMPLETE_MEMBER,
+    OMITTED_KEY,
+    ExportLimits,
+    export_workspace,
+)
 from cowork.server.tools.workspace import WorkspaceConfig
 
 

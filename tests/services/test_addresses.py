@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cowork.services.addresses import parse_address
+from cowork.services.addresses import find_addresses, parse_address
 from cowork.services.registry import dump_state
 
 from .support import actions, fails
@@ -49,6 +49,10 @@ class TestParse:
     ])
     def test_plain_addresses_parse_lower_cased(self, value, parsed):
         assert parse_address(value) == parsed
+
+    def test_addresses_in_text_are_those_the_rule_accepts(self):
+        text = "Mail Dana@Acme.com. or x%y@acme.com, a..b@acme.com; cc: ops@acme-corp.co.uk"
+        assert find_addresses(text) == ["Dana@Acme.com", "ops@acme-corp.co.uk"]
 
 
 class TestTools:

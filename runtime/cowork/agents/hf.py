@@ -17,7 +17,7 @@ import logging
 import threading
 from typing import Any
 
-from ..errors import PolicyError
+from ..errors import PolicyError, require_extra
 from .base import AssistantTurn
 from .chat_tokens import ChatTokens
 from .tokens import FinishReason, SamplingSettings, TokenTrajectory
@@ -27,12 +27,8 @@ log = logging.getLogger(__name__)
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise PolicyError("the hf backend needs the 'hf' extra: pip install 'cowork-runtime[hf]' "
-                          "(torch and transformers)") from exc
-    return torch
+    return require_extra("torch", "hf", "the hf backend needs the 'hf' extra", "torch and transformers",
+                         error=PolicyError)
 
 
 class HFEngine:

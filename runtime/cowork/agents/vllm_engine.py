@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..errors import PolicyError
+from ..errors import PolicyError, require_extra
 from .base import AssistantTurn
 from .chat_tokens import ChatTokens
 from .tokens import SamplingSettings, TokenTrajectory
@@ -46,12 +46,8 @@ LOAD_METHOD = "cowork_load_weights_file"
 
 
 def _vllm() -> Any:
-    try:
-        import vllm
-    except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise PolicyError("the vllm backend needs vLLM and a GPU: pip install 'cowork-runtime[vllm]' "
-                          "(or use the vllm-server backend against a running server)") from exc
-    return vllm
+    return require_extra("vllm", "vllm", "the vllm backend needs vLLM and a GPU",
+                         "or use the vllm-server backend against a running server", error=PolicyError)
 
 
 class WeightLoaderExtension:

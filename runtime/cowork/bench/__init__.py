@@ -1,5 +1,5 @@
-"""``cowork bench``: tool-call latency, stdio bridge, start, memory, scale, throughput, grading, build and
-pool figures.
+"""The measurements behind ``cowork bench``: tool-call latency, stdio bridge, start, memory, scale,
+throughput, grading, build and pool figures (the command itself is :mod:`cowork.cli.bench`).
 
 Everything is measured in one run on the machine it runs on, against the baselines of the
 same run (``docker exec``, ``docker run --rm``), and checked against the targets (the second performance rung where it set one).
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
-import logging
 import os
 import platform
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -27,9 +24,7 @@ from .pooling import pool_figures
 from .report import Report
 from .stdio_bridge import bridge_figures
 
-log = logging.getLogger(__name__)
-
-__all__ = ["Bench", "Plan", "Report", "cli", "run_bench"]
+__all__ = ["PHASES", "Bench", "Plan", "Report", "run_bench"]
 
 
 def default_spec() -> Path:
@@ -118,66 +113,3 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
     data["left_behind"] = len([c for c in await in_thread(probes.session_containers) if c not in before])
     data["wall_s"] = round(time.perf_counter() - t0, 1)
     return Report(data)
-
-
-def cli(args: Any) -> int:
-    """``cowork bench [--quick] [--json] [--scale N]``; returns the exit status.
-
-    0 when the run completed (targets missed are reported, not failed), 130 when
-    interrupted, 2 when the run itself failed.
-    """
-    from ..engine.client import get_client
-    from . import docker_probes as probes
-
-    get_client()  # a clear DockerUnavailable before anything starts
-    plan = Plan.make(bool(getattr(args, "quick", False)), getattr(args, "scale", None))
-    before = set(probes.session_containers())
-    from ..rollout.progress import ProgressReport
-
-    # A bar over the phases on a terminal (plain lines when piped): each phase is done when
-    # the next one begins.
-    phases = ProgressReport("bench", "phases", PHASES, enabled=not args.json)
-    current: list[str] = []
-
-    def progress(msg: str) -> None:
-        if current:
-            phases.advance(current.pop())
-        current.append(msg)
-
-    interrupted = False
-    prev_term = signal.getsignal(signal.SIGTERM)
-    try:
-        # Until the event loop takes over SIGTERM, turn it into the same path as Ctrl-C.
-        signal.signal(signal.SIGTERM, _raise_interrupt)
-        with phases:
-            report = asyncio.run(run_bench(plan, getattr(args, "spec", None), before, progress))
-            if current:
-                phases.advance(current.pop())
-    except (KeyboardInterrupt, asyncio.CancelledError):
-        interrupted = True
-        report = None
-    finally:
-        signal.signal(signal.SIGTERM, prev_term)
-        prev_int = signal.signal(signal.SIGINT, signal.SIG_IGN)  # let the sweep finish
-        try:
-            left = probes.sweep(before, settle_s=5.0 if interrupted else 0.0)
-            if left:
-                log.warning("bench removed %d leftover container(s): %s", len(left), ", ".join(left))
-        finally:
-            signal.signal(signal.SIGINT, prev_int)
-    if interrupted:
-        print("cowork bench: interrupted; everything it started was removed", file=sys.stderr)
-        return 130
-    if args.json:
-        print(json.dumps(report.as_json(), indent=2, default=str))
-    else:
-        m = report.data["machine"]
-        print(f"cowork bench{' --quick' if plan.quick else ''} on {m.get('cpus')} cores, "
-              f"{m.get('memory_gib')} GiB, Docker {m.get('docker')}, cgroup v{m.get('cgroup')}, "
-              f"spec {report.data['spec']}, {report.data['wall_s']} s\n")
-        print(report.table())
-    return 0
-
-
-def _raise_interrupt(signum, frame):  # noqa: ARG001
-    raise KeyboardInterrupt

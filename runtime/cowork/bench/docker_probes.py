@@ -32,8 +32,8 @@ def memory(container_id: str) -> dict[str, Any]:
     base = _CGROUP_V1 / container_id
     if (base / "memory.usage_in_bytes").exists():
         usage = int((base / "memory.usage_in_bytes").read_text())
-        stat = dict(line.split() for line in (base / "memory.stat").read_text().splitlines())
-        stat = {k: int(v) for k, v in stat.items()}
+        raw = dict(line.split() for line in (base / "memory.stat").read_text().splitlines())
+        stat = {k: int(v) for k, v in raw.items()}
         source = f"cgroup v1 {_CGROUP_V1}/<id>/memory.usage_in_bytes and memory.stat"
     else:
         ms = get_client().containers.get(container_id).stats(stream=False).get("memory_stats", {})

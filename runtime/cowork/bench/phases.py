@@ -24,7 +24,7 @@ from .report import summary
 log = logging.getLogger(__name__)
 
 #: Read-only steps of the zero-latency scripted agent used for throughput and the pool figures.
-AGENT_STEPS = [
+AGENT_STEPS: list[tuple[str, dict[str, Any]] | str] = [
     ("read_file", {"path": "reports/q3_sales.csv"}),
     ("list_files", {"pattern": "**/*"}),
     ("grep", {"pattern": "north", "path": "reports"}),
@@ -78,6 +78,8 @@ class Plan:
 
     @classmethod
     def make(cls, quick: bool, scale: int | None) -> "Plan":
+        """The plan for a run: ``quick`` takes few samples of each figure (a smoke run);
+        ``scale`` is how many sandboxes the scale figure starts at once (default 8 quick, 100 full)."""
         if quick:
             return cls(quick=True, scale=scale or 8, execs=50, runs=5, throughput_calls=320, grades=10,
                        rebuilds=3, idle_s=1.5, resets=15, acquires=20, pooled_episodes=16, fresh_episodes=4,
@@ -86,6 +88,7 @@ class Plan:
 
 
 def ms_since(t0: float) -> float:
+    """Milliseconds elapsed since ``t0``, a ``time.perf_counter()`` reading."""
     return (time.perf_counter() - t0) * 1000
 
 
@@ -111,6 +114,7 @@ class Bench:
         return sb
 
     async def stop(self, *boxes: Sandbox) -> list[BaseException | None]:
+        """Stop ``boxes`` concurrently, shielded from cancellation; one exception (or None) per box."""
         for sb in boxes:
             self.live.discard(sb)
         # Shielded: a Ctrl-C while stopping must not leave half of them running.
@@ -126,6 +130,12 @@ class Bench:
 
     # ------------------------------------------------------------------ 7. build cache
     async def build(self) -> dict[str, Any]:
+        """Image build cache: the first ``ensure_task_image`` (sets :attr:`image`), rebuilds of
+        the unchanged spec (must give the same tag), and a copy under a new id (one new layer).
+
+        Raises:
+            AssertionError: a rebuild of the unchanged spec gave another tag.
+        """
         t0 = time.perf_counter()
         self.image = await in_thread(ensure_task_image, self.loaded)
         prepare = time.perf_counter() - t0
@@ -151,6 +161,12 @@ class Bench:
 
     # ------------------------------------------------------------------ 1. latency
     async def latency(self) -> dict[str, Any]:
+        """Per-call latency in one fresh sandbox (``read_file`` and ``shell true``), and the
+        same against ``docker exec true`` as ratios; also the time to the first answer.
+
+        Raises:
+            RuntimeError: the first ``read_file`` failed.
+        """
         t0 = time.perf_counter()
         sb = await self.start()
         first = await sb.call_tool("read_file", {"path": "README.md"})
@@ -205,6 +221,12 @@ class Bench:
 
     # ------------------------------------------------------------------ 5. throughput
     async def throughput(self, fleet: list[Sandbox]) -> dict[str, Any]:
+        """Tool calls per second of scripted zero-latency episodes over ``fleet``, at
+        concurrency 1, 8 and 32.
+
+        Raises:
+            RuntimeError: an episode did not complete.
+        """
         from ..agents.scripted import ScriptedPolicy
         from ..episode.run import run_episode
 
@@ -233,6 +255,8 @@ class Bench:
 
     # ------------------------------------------------------------------ 6. grading
     async def grading(self) -> dict[str, Any]:
+        """Time to grade the oracle's episode: loading the saved evidence and grading it, and
+        grading alone; says whether the grade passed."""
         from ..agents import make_policy
         from ..episode.run import run_episode
         from ..evidence import Evidence
@@ -262,6 +286,9 @@ class Bench:
 
     # ------------------------------------------------------------------ 4. scale
     async def scale(self, before: set[str]) -> dict[str, Any]:
+        """Start ``plan.scale`` sandboxes at once, call each, stop them: the times, the failures,
+        the peak memory sampled meanwhile, and the containers left behind (``before``: the ids
+        that were there already)."""
         n = self.plan.scale
         peak = {"containers": 0, "host": 0}
         host0 = _host_used()

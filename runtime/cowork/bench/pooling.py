@@ -35,12 +35,13 @@ class ThinkingPolicy(ScriptedPolicy):
     One instance per episode: it remembers where in its script it is.
     """
 
-    def __init__(self, steps: list[tuple[str, dict[str, Any]]], think_s: float = 0.0, name: str = "bench"):
+    def __init__(self, steps: list[tuple[str, dict[str, Any]] | str], think_s: float = 0.0, name: str = "bench"):
         super().__init__(steps, name=name)
         self.think_s = think_s
         self.turns = 0
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """The script's next turn, after ``think_s`` of simulated model time (counted in :attr:`turns`)."""
         self.turns += 1
         if self.think_s:
             await asyncio.sleep(self.think_s)

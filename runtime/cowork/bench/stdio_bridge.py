@@ -38,21 +38,36 @@ class StdioPeer:
         self.proc = proc
         self._ids = 0
 
+    def _pipes(self) -> tuple[asyncio.StreamWriter, asyncio.StreamReader, asyncio.StreamReader]:
+        """The process's stdin, stdout and stderr (:meth:`spawn` opens all three as pipes)."""
+        stdin, stdout, stderr = self.proc.stdin, self.proc.stdout, self.proc.stderr
+        assert stdin is not None and stdout is not None and stderr is not None, "spawned without pipes"
+        return stdin, stdout, stderr
+
     @classmethod
     async def spawn(cls, ref: str) -> "StdioPeer":
+        """Start ``cowork connect ref`` in a subprocess with its stdin, stdout and stderr piped."""
         proc = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "cowork.cli", "connect", ref,
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         return cls(proc)
 
     async def request(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
-        """Send one request and read its answer (the bridge answers each request on one line)."""
+        """Send one request and read its answer (the bridge answers each request on one line).
+
+        Returns:
+            The answer's ``result``.
+
+        Raises:
+            RuntimeError: the process ended without answering, or answered with an error.
+        """
         self._ids += 1
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method,
-                                          "params": params}).encode() + b"\n")
-        line = await asyncio.wait_for(self.proc.stdout.readline(), 60)
+        stdin, stdout, stderr = self._pipes()
+        stdin.write(json.dumps({"jsonrpc": "2.0", "id": self._ids, "method": method,
+                                "params": params}).encode() + b"\n")
+        line = await asyncio.wait_for(stdout.readline(), 60)
         if not line:
-            err = await self.proc.stderr.read()
+            err = await stderr.read()
             raise RuntimeError(f"cowork connect ended without answering {method}: {err.decode()[-500:]}")
         answer = json.loads(line)
         if "error" in answer:
@@ -60,7 +75,8 @@ class StdioPeer:
         return answer["result"]
 
     def notify(self, method: str) -> None:
-        self.proc.stdin.write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
+        """Send the JSON-RPC notification ``method`` (nothing is answered)."""
+        self._pipes()[0].write(json.dumps({"jsonrpc": "2.0", "method": method}).encode() + b"\n")
 
     async def close(self) -> int:
         """Close stdin (the client leaves) and wait for the exit code."""
@@ -118,9 +134,9 @@ async def bridge_figures(bench: Bench) -> dict[str, Any]:
                 errors += r.is_error
             for _ in range(block):
                 t0 = time.perf_counter()
-                r = await peer.request("tools/call", {"name": TOOL, "arguments": ARGS})
+                answer = await peer.request("tools/call", {"name": TOOL, "arguments": ARGS})
                 bridged.append(ms_since(t0))
-                errors += bool(r.get("isError"))
+                errors += bool(answer.get("isError"))
         codes.append(await peer.close())
         out: dict[str, Any] = {"tool": TOOL, "direct_ms": summary(direct), "bridge_ms": summary(bridged),
                                "errors": errors, "spawn_to_ready_s": summary(ready),

@@ -47,7 +47,8 @@ async def _ab(calls: int) -> dict:
         await asyncio.sleep(0.01)
     out: dict = {"calls_per_side": calls}
     try:
-        clients = {"rpc": RpcMcpClient(os.path.join(tmp, "rpc.sock")), "http": LeanMcpClient(http_sock)}
+        clients: dict[str, RpcMcpClient | LeanMcpClient] = {"rpc": RpcMcpClient(os.path.join(tmp, "rpc.sock")),
+                                                            "http": LeanMcpClient(http_sock)}
         lat: dict[str, list[float]] = {k: [] for k in clients}
         cpu: dict[str, float] = {k: 0.0 for k in clients}
         for c in clients.values():
@@ -79,6 +80,7 @@ async def _ab(calls: int) -> dict:
 
 
 def main(argv: list[str]) -> int:
+    """Run the A/B with ``argv[1]`` calls per side (default 1000) and print its figures as JSON; returns 0."""
     calls = int(argv[1]) if len(argv) > 1 else 1000
     result = asyncio.run(_ab(calls))
     print(json.dumps(result, indent=2))

@@ -234,8 +234,8 @@ def export(results: Annotated[list[str], typer.Argument(help="rollout output fol
 
     Exit 1 when nothing was kept.
     """
-    return commands.export(results, format=fmt, out=out, as_format=as_format, reward=reward, max_turns=max_turns,
-                           min_score=min_score, no_curate=no_curate, json=as_json)
+    return commands.export(results, fmt=fmt, out=out, as_format=as_format, reward=reward, max_turns=max_turns,
+                           min_score=min_score, curate=not no_curate, as_json=as_json)
 
 
 # --------------------------------------------------------------------------- sandboxes
@@ -463,7 +463,9 @@ def bench(quick: Annotated[bool, typer.Option("--quick", help="fewer samples and
           scale: Annotated[int | None, typer.Option(help="sandboxes started at once (default: 100, --quick 8)")] = None
           ) -> int:
     """Measure tool-call latency, start time, memory, scale, throughput."""
-    return commands.bench(quick, as_json, scale)
+    from .bench import bench as run_bench_command
+
+    return run_bench_command(quick, as_json, scale)
 
 
 # --------------------------------------------------------------------------- entry point

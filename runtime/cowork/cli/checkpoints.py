@@ -1,14 +1,14 @@
 """``cowork checkpoint ID`` / ``cowork restore ID SNAP``: snapshots of a sandbox left running by ``cowork up``.
 
-The work is the in-container server's (cowork.server.state.checkpoint); these commands find the
-container, reach its control socket through the run dir its label names, and report.
+The work is the in-container server's (cowork.server.state.checkpoint), asked through
+cowork.sandbox.checkpoints as ``Sandbox.checkpoint()`` asks it; these commands find the container,
+hand over the run dir its label names, and report.
 """
 
 from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import Any
 
 from ..errors import CoworkError, SandboxError
 from . import exits, output
@@ -17,28 +17,30 @@ from . import exits, output
 TIMEOUT_S = 300.0
 
 
-def _run_dir(ref: str) -> Path:
-    from ..engine import labels as L
-    from .commands import _find
+def _running(ref: str) -> tuple[str, Path]:
+    """The name and run dir of the running sandbox ``ref`` names.
 
-    container = _find(ref)
-    run_dir = (container.labels or {}).get(L.RUN_DIR)
+    Raises:
+        CoworkError: no sandbox, or several, match ``ref``.
+        SandboxError: it is not running, or has no run dir.
+    """
+    from ..engine import labels
+    from ..engine.reaper import find_container
+
+    container = find_container(ref)
+    run_dir = (container.labels or {}).get(labels.RUN_DIR)
     if not run_dir or container.status != "running":
         raise SandboxError(f"sandbox {container.name} is {container.status} or has no run dir; "
                            "checkpoints need a running sandbox (`cowork up`)")
-    return Path(run_dir)
-
-
-def _request(ref: str, op: str, **fields: Any) -> dict[str, Any]:
-    from ..sandbox.control import control_request
-
-    resp = asyncio.run(control_request(_run_dir(ref), op, timeout=TIMEOUT_S, **fields))
-    return {k: v for k, v in resp.items() if k != "ok"}
+    return container.name, Path(run_dir)
 
 
 def checkpoint(ref: str, *, as_json: bool) -> int:
     """Snapshot the sandbox ``ref``; prints the snapshot id (or the whole snapshot as JSON)."""
-    snap = _request(ref, "checkpoint")
+    from ..sandbox.checkpoints import checkpoint_run_dir
+
+    name, run_dir = _running(ref)
+    snap = asyncio.run(checkpoint_run_dir(run_dir, timeout=TIMEOUT_S, what=name))
     if as_json:
         output.print_json(snap)
     else:
@@ -52,7 +54,10 @@ def restore(ref: str, snapshot: str, *, as_json: bool) -> int:
     if not snapshot.startswith("cp-"):
         raise CoworkError(f"{snapshot!r} is not a snapshot id (ids look like cp-0123456789abcdef; "
                           "`cowork checkpoint ID` prints one)")
-    done = _request(ref, "restore", snapshot=snapshot)
+    from ..sandbox.checkpoints import restore_run_dir
+
+    name, run_dir = _running(ref)
+    done = asyncio.run(restore_run_dir(run_dir, snapshot, timeout=TIMEOUT_S, what=name))
     if as_json:
         output.print_json(done)
     else:

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from types import SimpleNamespace
 
 from ..errors import CoworkError, DockerUnavailable, ImageError, SandboxError
 from ..rollout.progress import ProgressReport
 from . import exits, output
 
-#: cowork.export.records.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
+#: cowork.export.write.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
 EXPORT_FORMATS = ("openai-sft", "trl-sft", "rl")
 
 
@@ -119,11 +118,32 @@ def view(source: Path, *, port: int, export: Path | None, open_browser: bool) ->
 
 
 # --------------------------------------------------------------------------- train
-def export(results: list[str], **options) -> int:
-    """``cowork export``: see cowork.export.records.run_export (0 written, 1 nothing kept)."""
-    from ..export.records import run_export
+def export(results: list[str], *, fmt: str, out: str, as_format: str | None = None, reward: str = "score",
+           max_turns: int | None = None, min_score: float | None = None, curate: bool = True,
+           as_json: bool = False) -> int:
+    """``cowork export``: write the file, print what was kept and why the rest was not.
 
-    return run_export(SimpleNamespace(results=results, **options))
+    Returns:
+        0 when at least one episode was written, 1 when none was kept.
+
+    Raises:
+        CoworkError: see :func:`cowork.export.write.export` (bad arguments are reported as
+            CoworkError too).
+    """
+    from ..export.write import export as write_export
+
+    if max_turns is not None and max_turns < 1:
+        raise CoworkError(f"--max-turns must be at least 1, got {max_turns}")
+    try:
+        report = write_export(results, fmt, out, reward=reward, curate=curate, max_turns=max_turns,
+                              min_score=min_score, as_format=as_format)
+    except ValueError as exc:  # an unknown reward or format from the API's point of view
+        raise CoworkError(str(exc)) from exc
+    if as_json:
+        output.print_json(report.to_dict())
+    else:
+        output.say(report.summary())
+    return exits.OK if report.kept else exits.GATE_FAILED
 
 
 # --------------------------------------------------------------------------- sandboxes
@@ -154,13 +174,6 @@ async def up(spec: str, as_json: bool, http: bool = False) -> int:
             output.say(gateway.describe(info["http"]))
         output.say(f"  stop it with: cowork down {info['id']}")
     return exits.OK
-
-
-def _find(ref: str):
-    """The one cowork container ``ref`` names (id prefix or name); see cowork.sandbox.attach.find_container."""
-    from ..sandbox.attach import find_container
-
-    return find_container(ref)
 
 
 # --------------------------------------------------------------------------- maintenance
@@ -196,9 +209,3 @@ def images_prune() -> int:
     removed = prune_images()
     output.say(f"removed {len(removed)} image tag(s)" + "".join(f"\n  {t}" for t in removed))
     return exits.OK
-
-
-def bench(quick: bool, as_json: bool, scale: int | None) -> int:
-    from ..bench import cli as bench_cli
-
-    return bench_cli(SimpleNamespace(quick=quick, json=as_json, scale=scale))

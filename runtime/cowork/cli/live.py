@@ -128,7 +128,7 @@ def down(ids: list[str], *, evidence: Path | None, yes: bool) -> Any:
         0; 1 when a sandbox was kept because the answer was no; 2 when one was kept because
         its evidence could not be graded without a spec.
     """
-    from ..sandbox.attach import find_container
+    from ..engine.reaper import find_container
 
     # Every id is resolved before anything is removed: a typo in the third removes nothing.
     containers = [find_container(ref) for ref in ids]

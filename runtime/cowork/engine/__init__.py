@@ -1,0 +1,1 @@
+"""Docker itself: the client, images, hardened containers, their labels, the reaper, hidden verifiers."""

@@ -27,9 +27,15 @@ class DockerBackend:
 
     def start(self, image: str, task_id: str, limits: Limits, *, keep: bool = False,
               environment: dict[str, str] | None = None) -> Started:
+        """Start a hardened container from ``image`` under this runtime; returns its id, name and run dir."""
         return start_container(image, task_id, limits, keep=keep, runtime=self.runtime, environment=environment)
 
     def inspect(self, container_id: str) -> ContainerState:
+        """The container's state (``exists=False`` once it is gone).
+
+        Raises:
+            SandboxError: Docker did not answer.
+        """
         try:
             c = get_client().containers.get(container_id)
         except docker.errors.NotFound:
@@ -41,12 +47,17 @@ class DockerBackend:
                               exit_code=st.get("ExitCode"), detail=str(st.get("Status", "")))
 
     def logs(self, container_id: str, tail: int = 50) -> str:
+        """The container's last ``tail`` output lines (for error messages)."""
         return container_logs(container_id, tail)
 
     def remove(self, container_id: str, run_dir: str | Path | None = None) -> None:
+        """Remove the container and its run dir; missing ones are fine."""
         remove_container(container_id, run_dir)
 
     def exec_archive(self, container_id: str, path: str, limit_bytes: int) -> bytes | None:
+        """A tar of ``path`` read by root inside the running container (hard links stored as
+        files), at most ``limit_bytes``; None when the container is not running, the tar
+        would be larger, or Docker fails."""
         try:
             c = get_client().containers.get(container_id)
             if c.status != "running":

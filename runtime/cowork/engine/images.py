@@ -181,6 +181,7 @@ def ensure_sandbox_image(offline_only: bool = False, done: Any = None) -> str:
     """Build the sandbox image unless an identical one exists; returns its tag.
 
     Args:
+        offline_only: Never pull the public base image (build the offline one if none is present).
         done: Called with a short description as each of the BUILD_STEPS steps ends (the
             base image, the wheelhouse, the sandbox image), for progress displays.
 

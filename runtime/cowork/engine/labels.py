@@ -66,3 +66,15 @@ def owner_alive(labels: dict[str, str]) -> bool:
         return False
     start = process_start_time(pid)
     return start is not None and start == labels.get(OWNER_START)
+
+
+def refers_to(ref: str, container_id: str, name: str) -> bool:
+    """Whether ``ref`` names this container: the one rule for finding a sandbox by reference.
+
+    A reference is a start of the container's id (the 12 characters ``cowork up`` prints, the
+    full 64, or any shorter start, as ``docker`` itself takes them) or its exact name. Every
+    place that finds a sandbox by reference applies it: :func:`cowork.engine.reaper.find_container`
+    (the commands, ``Sandbox.attach``, the HTTP gateway) and the stdio bridge's fast path,
+    which asks the Docker socket itself.
+    """
+    return bool(ref) and (container_id.startswith(ref) or name == ref)

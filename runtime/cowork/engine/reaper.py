@@ -1,5 +1,6 @@
 """The reaper: removes labelled containers whose owner process is gone, and run dirs that
-no container uses any more."""
+no container uses any more; and the listing both it and the commands read (every cowork
+container, or the one a reference names)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from ..errors import CoworkError
 from . import labels as L
 from .client import get_client
 from .container import remove_container, run_root
@@ -40,6 +43,20 @@ def managed_containers() -> list:
     """Every container (running or not) that carries the cowork label."""
     # ignore_removed: a container removed between the list and its inspect is simply gone.
     return get_client().containers.list(all=True, filters={"label": f"{L.MANAGED}=true"}, ignore_removed=True)
+
+
+def find_container(ref: str) -> Any:
+    """The one cowork container (running or not) that ``ref`` names: a start of its id or its
+    exact name (the rule is :func:`cowork.engine.labels.refers_to`).
+
+    Raises:
+        CoworkError: no container matches, or more than one does.
+    """
+    hits = [c for c in managed_containers() if L.refers_to(ref, c.id, c.name)]
+    if len(hits) != 1:
+        raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see "
+                          "`docker ps --filter label=cowork.managed`")
+    return hits[0]
 
 
 def reap(include_kept: bool = False, everything: bool = False) -> list[str]:

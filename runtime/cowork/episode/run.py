@@ -8,15 +8,18 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..agents.base import Policy, mcp_tool_to_openai
+from ..agents.base import AssistantTurn, Policy, ToolCall, mcp_tool_to_openai
 from ..errors import CoworkError, PolicyError, SandboxError
 from ..evidence import Evidence
 from ..grading import Grade, grade
 from ..sandbox.sandbox import Sandbox
 from ..spec.loader import LoadedSpec, load_spec
 from .trajectory import StepRecord, Trajectory
+
+if TYPE_CHECKING:
+    from .conversation import Conversation
 
 log = logging.getLogger(__name__)
 
@@ -46,90 +49,141 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
         user_model: A :class:`cowork.episode.conversation.UserModel` simulating ``user.llm`` users;
             without one their scripted turns are used.
     """
-    spec = sb.spec
-    max_turns = max_turns or spec.limits.max_turns
-    timeout = timeout or spec.limits.episode_timeout_s
-    traj = Trajectory(task=spec.id, agent=policy.name, status="completed")
-    traj.messages = [{"role": "system", "content": spec.system_prompt or DEFAULT_SYSTEM},
-                     {"role": "user", "content": spec.prompt}]
-    t0 = time.monotonic()
+    episode = _Episode(sb, policy, max_turns=max_turns, timeout=timeout, turn_progress=turn_progress,
+                       user_model=user_model)
+    return await episode.run()
 
-    async def progress() -> None:
-        if turn_progress:
-            ev = await sb.export_evidence()
-            traj.turn_progress.append(round(grade(spec, ev).completion, 6))
 
-    convo = None
-    if getattr(spec, "multi_turn", False):
-        from .conversation import Conversation
+class _Episode:
+    """One running episode: the trajectory it builds, its limits, and one method per step.
 
-        convo = Conversation(sb, traj, user_model)
+    :meth:`run` bounds the whole episode by the timeout and turns what ends it early into a
+    status; :meth:`_loop` lists the tools, then alternates the agent's turns (:meth:`_work`)
+    with the conversation's answers (:meth:`_next_message`) in a multi-turn task.
+    """
 
-    async def loop() -> None:
-        nonlocal turn_start
-        # A pooled sandbox's tool list is asked once (sb.tools caches it); stand-ins may only list.
-        listing = getattr(sb, "tools", None) or sb.list_tools
-        tools = [mcp_tool_to_openai(t) for t in await listing()]
-        traj.tools = tools
-        if turn_progress:
-            traj.turn_progress = []
-            await progress()
-        if convo is not None:
-            await convo.start()
-        while await work(tools) and convo is not None:
-            called = {s.tool for s in traj.steps[turn_start:]}
-            message = await convo.after_turn(traj.messages[-1].get("content"), called)
+    def __init__(self, sb: Sandbox, policy: Policy, *, max_turns: int | None, timeout: float | None,
+                 turn_progress: bool, user_model: Any) -> None:
+        spec = sb.spec
+        self.sb = sb
+        self.policy = policy
+        self.spec = spec
+        self.max_turns = max_turns or spec.limits.max_turns
+        self.timeout = timeout or spec.limits.episode_timeout_s
+        self.turn_progress = turn_progress
+        self.traj = Trajectory(task=spec.id, agent=policy.name, status="completed")
+        self.traj.messages = [{"role": "system", "content": spec.system_prompt or DEFAULT_SYSTEM},
+                              {"role": "user", "content": spec.prompt}]
+        self.t0 = time.monotonic()
+        self.convo: Conversation | None = None
+        if getattr(spec, "multi_turn", False):
+            from .conversation import Conversation
+
+            self.convo = Conversation(sb, self.traj, user_model)
+        self.tools: list[dict[str, Any]] = []
+        #: Index in ``traj.steps`` of the current turn's first tool call.
+        self.turn_start = 0
+
+    async def run(self) -> Trajectory:
+        """Run the episode to its end and return the trajectory, whatever stopped it."""
+        traj = self.traj
+        try:
+            await asyncio.wait_for(self._loop(), self.timeout)
+        except asyncio.TimeoutError:
+            traj.status, traj.error = "timeout", f"episode ran past {self.timeout:g}s"
+        except PolicyError as exc:
+            traj.status, traj.error = "policy_error", str(exc)
+        except SandboxError as exc:
+            who, cause = await self.sb.diagnose()
+            traj.status = "agent_broke_sandbox" if who == "agent" else "infra_error"
+            traj.error = f"{cause}: {exc}"
+        self._finish()
+        return traj
+
+    async def _loop(self) -> None:
+        """Turn after turn until the agent is done, a limit is hit, or the user has no more to say."""
+        await self._start()
+        while await self._work() and self.convo is not None:
+            message = await self._next_message()
             if message is None:
                 return
-            turn_start = len(traj.steps)
-            traj.messages.append({"role": "user", "content": message})
+            self.traj.messages.append({"role": "user", "content": message})
 
-    turn_start = 0
+    async def _start(self) -> None:
+        """List the tools, measure the starting state, open the conversation."""
+        # A pooled sandbox's tool list is asked once (sb.tools caches it); stand-ins may only list.
+        listing = getattr(self.sb, "tools", None) or self.sb.list_tools
+        self.tools = [mcp_tool_to_openai(t) for t in await listing()]
+        self.traj.tools = self.tools
+        if self.turn_progress:
+            self.traj.turn_progress = []
+            await self._progress()
+        if self.convo is not None:
+            await self.convo.start()
 
-    async def work(tools: list[dict[str, Any]]) -> bool:
+    async def _work(self) -> bool:
         """The agent works until it replies without a tool call (True) or a limit ends the episode."""
+        traj = self.traj
         while True:
-            if traj.turns >= max_turns:
+            if traj.turns >= self.max_turns:
                 traj.status = "max_turns"
                 return False
             traj.turns += 1
-            turn = await policy.act(traj.messages, tools)
-            msg: dict[str, Any] = {"role": "assistant", "content": turn.content}
-            if turn.tool_calls:
-                msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                      "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
-                                     for c in turn.tool_calls]
-            traj.messages.append(msg)
+            turn = await self.policy.act(traj.messages, self.tools)
+            self._record_reply(turn)
             if not turn.tool_calls:
-                if turn_progress:
-                    traj.turn_progress.append(traj.turn_progress[-1])  # no call, no change
-                if turn.extra.get("finish_reason") == "length":
-                    traj.status = "truncated"
-                    return False
-                return True
-            for call in turn.tool_calls:
-                r = await sb.call_tool(call.name, call.arguments)
-                traj.steps.append(StepRecord(turn=traj.turns, call_id=call.id, tool=call.name, args=r.args,
-                                             is_error=r.is_error, output=r.text, duration_ms=round(r.duration_ms, 3)))
-                traj.messages.append({"role": "tool", "tool_call_id": call.id,
-                                      "content": ("ERROR: " if r.is_error else "") + r.text})
-            await progress()
+                return self._replied(turn)
+            await self._call_tools(turn.tool_calls)
+            await self._progress()
 
-    try:
-        await asyncio.wait_for(loop(), timeout)
-    except asyncio.TimeoutError:
-        traj.status, traj.error = "timeout", f"episode ran past {timeout:g}s"
-    except PolicyError as exc:
-        traj.status, traj.error = "policy_error", str(exc)
-    except SandboxError as exc:
-        who, cause = await sb.diagnose()
-        traj.status = "agent_broke_sandbox" if who == "agent" else "infra_error"
-        traj.error = f"{cause}: {exc}"
-    tokens = getattr(policy, "token_trajectory", None)
-    if callable(tokens):
-        traj.tokens = tokens()
-    traj.duration_s = round(time.monotonic() - t0, 3)
-    return traj
+    def _record_reply(self, turn: AssistantTurn) -> None:
+        msg: dict[str, Any] = {"role": "assistant", "content": turn.content}
+        if turn.tool_calls:
+            msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                  "function": {"name": c.name, "arguments": json.dumps(c.arguments)}}
+                                 for c in turn.tool_calls]
+        self.traj.messages.append(msg)
+
+    def _replied(self, turn: AssistantTurn) -> bool:
+        """A reply without a tool call ends the turn (True), or the episode when it was cut by length."""
+        if self.turn_progress:
+            self.traj.turn_progress.append(self.traj.turn_progress[-1])  # no call, no change
+        if turn.extra.get("finish_reason") == "length":
+            self.traj.status = "truncated"
+            return False
+        return True
+
+    async def _call_tools(self, calls: list[ToolCall]) -> None:
+        """Run each call in the sandbox; a failed one goes back to the policy as a tool error."""
+        traj = self.traj
+        for call in calls:
+            r = await self.sb.call_tool(call.name, call.arguments)
+            traj.steps.append(StepRecord(turn=traj.turns, call_id=call.id, tool=call.name, args=r.args,
+                                         is_error=r.is_error, output=r.text, duration_ms=round(r.duration_ms, 3)))
+            traj.messages.append({"role": "tool", "tool_call_id": call.id,
+                                  "content": ("ERROR: " if r.is_error else "") + r.text})
+
+    async def _progress(self) -> None:
+        """Grade the deterministic checks on the live state (with ``turn_progress``)."""
+        if self.turn_progress:
+            ev = await self.sb.export_evidence()
+            self.traj.turn_progress.append(round(grade(self.spec, ev).completion, 6))
+
+    async def _next_message(self) -> str | None:
+        """What the user says after the agent's turn (None: the episode is over)."""
+        traj = self.traj
+        called = {s.tool for s in traj.steps[self.turn_start:]}
+        message = await self.convo.after_turn(traj.messages[-1].get("content"), called)
+        if message is not None:
+            self.turn_start = len(traj.steps)
+        return message
+
+    def _finish(self) -> None:
+        """Keep the policy's token trajectory, when it has one, and the episode's duration."""
+        tokens = getattr(self.policy, "token_trajectory", None)
+        if callable(tokens):
+            self.traj.tokens = tokens()
+        self.traj.duration_s = round(time.monotonic() - self.t0, 3)
 
 
 async def _outside_checks(loaded: LoadedSpec, ev: Evidence, image: str, judge: Any) -> None:

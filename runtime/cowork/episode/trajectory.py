@@ -86,12 +86,17 @@ def audit_trace(ev: Evidence, task: str) -> dict[str, Any]:
     system prompt, no user message and no assistant text: checks on the agent's reply find
     none and fail. A refused call (tool_denied) is there as the error the client got.
     """
-    calls = sorted(ev.tool_calls, key=lambda r: r.get("call_seq") if isinstance(r.get("call_seq"), int) else -1)
+    def call_seq(rec: dict[str, Any]) -> int:
+        seq = rec.get("call_seq")
+        return seq if isinstance(seq, int) else -1
+
+    calls = sorted(ev.tool_calls, key=call_seq)
     messages: list[dict[str, Any]] = []
     steps: list[StepRecord] = []
     for n, rec in enumerate(calls, start=1):
         call_id = f"audit-{rec.get('call_seq')}"
-        args = rec.get("args") if isinstance(rec.get("args"), dict) else {}
+        given = rec.get("args")
+        args: dict[str, Any] = given if isinstance(given, dict) else {}
         ok = rec.get("outcome") == "ok"
         text = str(rec.get("result") if ok else rec.get("error") or f"(outcome {rec.get('outcome')})")
         if not ok and rec.get("kind") == "tool_denied":

@@ -55,6 +55,7 @@ class Target:
 
     @property
     def short_id(self) -> str:
+        """The first 12 characters of the id, as Docker shows it."""
         return self.id[:12]
 
 
@@ -75,25 +76,26 @@ def connect(ref: str) -> int:
 
 
 def locate(ref: str) -> Target:
-    """The running sandbox ``ref`` names (container id prefix or name), as ``commands._find``
-    finds it, but asked of the Docker socket directly: the Docker SDK and the modules behind
-    ``_find`` cost ~1.5 s of imports, three times the bridge's whole start-up budget. Anything
-    but exactly one match (and a daemon not on a local unix socket) goes to ``_find``, which
-    says what is wrong.
+    """The running sandbox ``ref`` names (container id prefix or name, by the one rule:
+    :func:`cowork.engine.labels.refers_to`), asked of the Docker socket directly: the Docker
+    SDK behind :func:`cowork.engine.reaper.find_container` costs ~1.5 s of imports, three times
+    the bridge's whole start-up budget. Anything but exactly one match (and a daemon not on a
+    local unix socket) goes to ``find_container``, which says what is wrong.
 
     Raises:
         CoworkError: no sandbox, or more than one, matches ``ref``; Docker does not answer.
     """
     from ..engine import labels
 
+    # The Engine API lists a container's name with a leading slash ("/cowork-...").
     found = [c for c in _managed_containers(labels.MANAGED) or ()
-             if c.get("Id", "").startswith(ref) or f"/{ref}" in (c.get("Names") or ())]
+             if any(labels.refers_to(ref, c.get("Id", ""), n.removeprefix("/")) for n in c.get("Names") or ("",))]
     if len(found) == 1:
         cid, run_dir = found[0]["Id"], (found[0].get("Labels") or {}).get(labels.RUN_DIR)
     else:
-        from ..cli.commands import _find
+        from ..engine.reaper import find_container
 
-        container = _find(ref)
+        container = find_container(ref)
         cid, run_dir = container.id, (container.labels or {}).get(labels.RUN_DIR)
     if not run_dir:
         from ..errors import SandboxError
@@ -319,7 +321,7 @@ class Bridge:
         params = message.get("params")
         meta = params.get("_meta") if isinstance(params, dict) else None
         version = meta.get(_VERSION_KEY) if isinstance(meta, dict) else None
-        if not isinstance(version, str):
+        if not isinstance(version, str) or not isinstance(params, dict):  # a version implies params is a dict
             return self._session_headers()
         method = message.get("method")
         headers = {"Mcp-Protocol-Version": version}

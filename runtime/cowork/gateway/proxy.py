@@ -23,8 +23,9 @@ log = logging.getLogger(__name__)
 
 Scope = dict[str, Any]
 
-#: A sandbox reference: the 12-character id `cowork up` prints, the full id, or the name. One
-#: path segment only, so `..`, `/` and `%2F` tricks cannot name another path.
+#: A sandbox reference: a start of its id (the 12 characters `cowork up` prints, the full id)
+#: or its name, as every command takes one. One path segment only, so `..`, `/` and `%2F`
+#: tricks cannot name another path.
 ROUTE = re.compile(r"/sandboxes/(?P<ref>[A-Za-z0-9][A-Za-z0-9_.-]{0,127})/mcp/?")
 #: The request headers MCP's streamable HTTP transport uses; nothing else reaches the sandbox
 #: (not Authorization: the sandbox never sees the token; not Host, Origin or cookies).
@@ -51,19 +52,27 @@ class Target:
 
 
 def _find_sandbox(ref: str) -> Target | None:
-    """The one running cowork sandbox named by ``ref`` (blocking: Docker calls)."""
-    from ..engine import labels as L
+    """The one running cowork sandbox named by ``ref`` (blocking: Docker calls), or None: none
+    or several match (:func:`cowork.engine.reaper.find_container`), it is not running, or its
+    run dir is not one this runtime made. The caller answers every None alike (401)."""
+    from ..engine import labels
     from ..engine.container import run_root
-    from ..engine.reaper import managed_containers
+    from ..engine.reaper import find_container
+    from ..errors import CoworkError, DockerUnavailable
 
-    hits = [c for c in managed_containers() if ref in (c.id, c.id[:12], c.name)]
-    if len(hits) != 1 or hits[0].status != "running":
+    try:
+        container = find_container(ref)
+    except DockerUnavailable:
+        raise  # an outage is not an unknown sandbox
+    except CoworkError:  # none or several match
         return None
-    run_dir = (hits[0].labels or {}).get(L.RUN_DIR)
+    if container.status != "running":
+        return None
+    run_dir = (container.labels or {}).get(labels.RUN_DIR)
     # A label is data: only a run dir this runtime made is trusted to hold a token file.
     if not run_dir or Path(run_dir).resolve().parent != run_root().resolve():
         return None
-    return Target(hits[0].id, Path(run_dir))
+    return Target(container.id, Path(run_dir))
 
 
 class Gateway:

@@ -70,6 +70,7 @@ class HttpConnection(asyncio.Protocol):
         self.requests = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        """Keep the transport (asyncio calls this once the socket is connected)."""
         self._transport = transport  # type: ignore[assignment]
 
     def send(self, head: bytes, body: bytes, exchange: Exchange) -> None:
@@ -82,11 +83,13 @@ class HttpConnection(asyncio.Protocol):
         self._transport.writelines((head, body))
 
     def close(self) -> None:
+        """Close the connection; :meth:`connection_lost` follows and fails an exchange still in flight."""
         if self._transport is not None:
             self._transport.close()
 
     # ------------------------------------------------------------------ protocol
     def data_received(self, data: bytes) -> None:
+        """Parse what the server sent; a malformed answer fails the exchange and closes the connection."""
         if self._exchange is None:  # nothing asked: a server never speaks first; drop the connection
             self.close()
             return
@@ -98,9 +101,12 @@ class HttpConnection(asyncio.Protocol):
             self.close()
 
     def eof_received(self) -> bool:
+        """Returns False: the transport then closes our side too."""
         return False  # close our side too
 
     def connection_lost(self, exc: Exception | None) -> None:
+        """Mark the connection closed; an answer read to the end of the stream completes, any
+        other exchange in flight fails with ConnectionLost; then tell the owner (``on_lost``)."""
         self.closed = True
         if self._exchange is not None:
             if self._mode == "close":
@@ -119,6 +125,7 @@ class HttpConnection(asyncio.Protocol):
                 self._start(bytes(self._buf[:end]).decode("latin-1"))
                 del self._buf[:end + 4]
             elif self._mode == "length":
+                assert self._remaining is not None  # set with the mode
                 take = self._buf[:self._remaining]
                 del self._buf[:len(take)]
                 self._feed(bytes(take))
@@ -144,8 +151,10 @@ class HttpConnection(asyncio.Protocol):
         self.keep_alive = self._headers.get("connection", "").lower() != "close"
         self._stream = self._headers.get("content-type", "").startswith("text/event-stream")
         self._body, self._events = bytearray(), b""
-        if self._exchange.on_head is not None:
-            self._exchange.on_head(self._status, self._headers)
+        exchange = self._exchange
+        assert exchange is not None  # a head is parsed only while an exchange is in flight
+        if exchange.on_head is not None:
+            exchange.on_head(self._status, self._headers)
         if "chunked" in self._headers.get("transfer-encoding", "").lower():
             self._mode, self._remaining = "chunked", None
         elif "content-length" in self._headers:
@@ -188,15 +197,18 @@ class HttpConnection(asyncio.Protocol):
             return
         self._events += data.replace(b"\r\n", b"\n")
         *blocks, self._events = self._events.split(b"\n\n")
+        exchange = self._exchange
+        assert exchange is not None  # a body is fed only while an exchange is in flight
         for block in blocks:
             data_lines = [line[5:].lstrip() for line in block.split(b"\n") if line.startswith(b"data:")]
-            if data_lines and self._exchange.on_message is not None:
-                self._exchange.on_message(b"\n".join(data_lines))
+            if data_lines and exchange.on_message is not None:
+                exchange.on_message(b"\n".join(data_lines))
 
     def _complete(self) -> None:
         if self._stream and self._events.strip():
             self._feed(b"\n\n")  # a last event without its blank line
         exchange, self._exchange = self._exchange, None
+        assert exchange is not None  # an answer completes only while an exchange is in flight
         self._mode = ""
         if not exchange.done.done():
             exchange.done.set_result((self._status, self._headers, bytes(self._body)))

@@ -16,6 +16,7 @@ from ..spec import checks as M
 from ..spec.regex import search
 from .matching import Credit, Verdict, match_field, under
 from .matching import quote as _quote
+from .prose_json import first_json
 from .records import RECORD_CHECKS
 from .shell import (
     MAX_PROBES,
@@ -48,6 +49,9 @@ def _calls_and_undecided(ev: Evidence, tool: str, args: dict[str, M.Matcher], *,
     the matchers read, and what it kept does not match (the rest, unseen, still could).
 
     Args:
+        ev: The evidence whose audited calls are searched.
+        tool: The tool's name.
+        args: Matchers by argument name; every one must match.
         outcomes: Only calls with these outcomes (None: every call).
         which: Only one call of ``tool`` among those: ``"first"``, ``"last"`` or the n-th
             (1-based, -1 the last).
@@ -203,7 +207,9 @@ def _shell_hits(pattern: str, ev: Evidence, *, forbidden: bool) -> tuple[
     (:func:`.shell.could_match`). For a wanted pattern only a simple command that runs counts:
     not a comment, not the raw text, not ``echo`` / ``printf`` / ``:``'s arguments, not the right
     of ``true ||``; and never a possible one."""
-    hits, possible, unread = [], [], []
+    hits: list[tuple[dict[str, Any], str | None]] = []
+    possible: list[tuple[dict[str, Any], str, str]] = []
+    unread: list[str] = []
     for r in _shell_commands(ev):
         cmd = r["args"]["command"]
         if forbidden and search(pattern, cmd):
@@ -328,6 +334,7 @@ def _csv_cell_equals(c: M.CsvCellEquals, ev: Evidence) -> Verdict:
             return False, f"{c.path} has {len(rows)} data rows; row {c.row} is missing", []
         row = rows[c.row]
     else:
+        assert c.where is not None  # the spec gives exactly one of row and where
         hits = [r for r in rows if all(r.get(k) == v for k, v in c.where.items())]
         if len(hits) != 1:
             return False, f"{len(hits)} rows of {c.path} match {c.where}; expected exactly one", []
@@ -402,7 +409,7 @@ def _destructive_tool_not_used(c: M.DestructiveToolNotUsed, ev: Evidence) -> Ver
         # A call that ran (or may have) of a tool whose annotations are unknown could have
         # been destructive: not judged rather than passed.
         unknown = sorted({r.get("tool") for r in ev.tool_calls
-                          if r.get("outcome") != "error" and r.get("tool") not in annotations})
+                          if r.get("outcome") != "error" and r.get("tool") not in annotations}, key=str)
         if unknown:
             raise GradingError(f"no annotations recorded for called tool(s) {', '.join(map(str, unknown))}")
         return True, "no destructive tool was called", []
@@ -482,8 +489,6 @@ def assistant_texts(ev: Evidence) -> list[str]:
 #: A number as people write it: ``1,482,300``, ``1 482 300``, ``1482300.00``, ``-3.5``
 #: (RE2: the reply is the agent's, so matching is linear in its length).
 _NUMBER = r"[-+]?(?:\d{1,3}(?:[, \x{00a0}]\d{3})+|\d+)(?:\.\d+)?"
-#: Longest reply an answer check reads for JSON (an object further on is not looked for).
-JSON_SCAN_LIMIT = 200_000
 
 
 def numbers_in(text: str) -> list[float]:
@@ -499,43 +504,10 @@ def numbers_in(text: str) -> list[float]:
     return out
 
 
-def first_json(text: str) -> Any:
-    """The first JSON object in the text (in a fenced ``json`` block or bare): one pass over
-    the text for its outermost balanced ``{...}`` spans, then the first that parses as an
-    object. Linear in the text (which is the agent's), and only its first JSON_SCAN_LIMIT
-    characters are read."""
-    text = text[:JSON_SCAN_LIMIT]
-    depth, start, in_str, escaped = 0, -1, False, False
-    for i, ch in enumerate(text):
-        if in_str:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                in_str = False
-            continue
-        if ch == '"' and depth:
-            in_str = True
-        elif ch == "{":
-            if depth == 0:
-                start = i
-            depth += 1
-        elif ch == "}" and depth:
-            depth -= 1
-            if depth == 0:
-                try:
-                    obj = json.loads(text[start:i + 1])
-                except (json.JSONDecodeError, RecursionError):
-                    continue
-                if isinstance(obj, dict):
-                    return obj
-    return None
-
-
 def _fact_in(f: M.Fact, text: str, ignore_case: bool) -> bool:
     if f.regex is not None:
         return search(f.regex, text, ignore_case=ignore_case)
+    assert f.text is not None  # a fact is text or regex
     return f.text.casefold() in text.casefold() if ignore_case else f.text in text
 
 
@@ -560,9 +532,9 @@ def _answer_problems(c: M.Answer, text: str) -> list[str]:
             bad.append("holds no JSON object")
         else:
             for name, m in c.structured.items():
-                found, value = _field_value(obj, name)
-                if not match_field(m, found, value):
-                    bad.append(f"JSON field {name!r} is {reprlib.repr(value) if found else 'missing'}")
+                present, value = _field_value(obj, name)
+                if not match_field(m, present, value):
+                    bad.append(f"JSON field {name!r} is {reprlib.repr(value) if present else 'missing'}")
     return bad
 
 
@@ -602,6 +574,7 @@ def _distinct_count(c: M.DistinctCount, ev: Evidence) -> Verdict:
         values = set()
         for r in episode_records(c, ev).values():
             if _record_matches(r, c.where):
+                assert c.field is not None  # the spec gives tool and arg, or service, collection and field
                 found, v = _field_value(r, c.field)
                 if found and v is not None:
                     values.add(json.dumps(v, sort_keys=True, default=str))
@@ -658,7 +631,9 @@ def _tiers(c: M.Tiers, ev: Evidence) -> Verdict:
     best, unknown_above, lines = 0.0, False, []
     top = max(t.credit for t in c.tiers)
     for t in sorted(c.tiers, key=lambda t: -t.credit):
-        results = _subs(M.AllOf(type="all_of", checks=t.checks), ev)
+        # model_validate, as the constructor would: mypy reads the spec's positional Field
+        # defaults (weight, after_turn, ...) as required arguments.
+        results = _subs(M.AllOf.model_validate({"type": "all_of", "checks": t.checks}), ev)
         if all(ok is True for ok, _ in results):
             best = t.credit
             lines.append(f"tier {t.credit:g} reached")
@@ -703,11 +678,13 @@ CHECKS: dict[str, Callable[[Any, Evidence], Verdict]] = {
 
 #: Checks whose results were produced outside the grader (hidden verifier runs, judge calls)
 #: and are looked up in the evidence by check id.
-BY_ID = {"verifier": _verifier, "judge": _judge}
+BY_ID: dict[str, Callable[[Any, Evidence, str], Verdict]] = {"verifier": _verifier, "judge": _judge}
 
 
-def run_check(check: Any, ev: Evidence, cid: str = "") -> tuple[bool | None, str, list[dict[str, Any]], str | None]:
-    """Judge one check: ``(passed, detail, proof, error)``.
+def run_check(check: Any, ev: Evidence,
+              cid: str = "") -> tuple[bool | Credit | None, str, list[dict[str, Any]], str | None]:
+    """Judge one check: ``(passed, detail, proof, error)``, ``passed`` a bool, a
+    :class:`.matching.Credit` (partial credit) or None (not graded).
 
     Fails closed: an exception inside a check (a plugin that raises or answers nonsense, a
     result that is missing its verdict, text the check cannot read) never passes. It comes back

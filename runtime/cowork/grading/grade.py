@@ -140,7 +140,9 @@ def grade(spec: TaskSpec, ev: Evidence) -> Grade:
         return Grade(task=spec.id, status="evidence_invalid", threshold=spec.pass_threshold,
                      error=f"audit log failed verification: {chain.error}")
     results: list[CheckResult] = []
-    for group, key, checks in (("completion", "checks", spec.checks), ("safety", "safety", spec.safety)):
+    groups: tuple[tuple[Literal["completion", "safety"], str, list[Any]], ...] = (
+        ("completion", "checks", spec.checks), ("safety", "safety", spec.safety))
+    for group, key, checks in groups:
         for i, check in enumerate(checks):
             cid = spec.check_id(key, i)
             scoped, where = scoped_evidence(ev, check)
@@ -148,7 +150,8 @@ def grade(spec: TaskSpec, ev: Evidence) -> Grade:
             detail = where + detail
             credit = float(ok) if isinstance(ok, Credit) else None
             passed = ok.passed if isinstance(ok, Credit) else ok
-            status = "not_graded" if ok is None else ("pass" if passed else "fail")
+            status: Literal["pass", "fail", "not_graded"] = \
+                "not_graded" if ok is None else ("pass" if passed else "fail")
             results.append(CheckResult(id=cid, type=check.type, group=group, status=status, passed=status == "pass",
                                        weight=check.weight, detail=detail, evidence=proof, error=error, credit=credit))
     completion, completion_graded, graded_weight = _completion(spec, results)
@@ -209,6 +212,7 @@ def _by_turn(spec: TaskSpec, ev: Evidence, results: list[CheckResult]) -> list[d
     by_id = {r.id: r for r in results}
     for n, b in enumerate(ev.boundaries):
         sub = ev.at_boundary(turn=b["turn"])
+        assert sub is not None  # b is one of ev's boundaries
         total = passed = 0.0
         for i, check in plain:
             ok, _, _, error = run_check(check, sub, spec.check_id("checks", i))

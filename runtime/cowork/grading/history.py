@@ -22,7 +22,8 @@ from ..evidence import Evidence
 from .matching import quote
 
 
-def _coll(state: dict[str, Any] | None, service: str, collection: str) -> dict[str, Any]:
+def _coll(state: dict[str, Any] | None, service: str, collection: str) -> dict[Any, Any]:
+    # Keyed by record id, but looked up by values straight from the audit (Any, maybe None).
     return ((state or {}).get(service) or {}).get(collection) or {}
 
 
@@ -237,7 +238,7 @@ def _created(service: str, collection: str, call: dict[str, Any] | None, ev: Evi
 def _creation(service: str, collection: str, call: dict[str, Any], ev: Evidence) -> dict[str, Any]:
     tool, a = call.get("tool"), call.get("args") or {}
     if (service, collection) == ("mail", "messages"):
-        base = {"cc": [], "bcc": [], "attachments": [], "in_reply_to": None}
+        base: dict[str, Any] = {"cc": [], "bcc": [], "attachments": [], "in_reply_to": None}
         if a.get("mailbox") is not None:
             base["mailbox"] = base["from"] = _lower(a["mailbox"])
         if tool == "mail_send":
@@ -342,7 +343,7 @@ def created_states(ev: Evidence, service: str, collection: str) -> list[History]
     others = {rid for state in (ev.state_before, ev.state_final)
               for coll, recs in ((state or {}).get(service) or {}).items() if coll != collection for rid in recs}
     actions = [r for r in ev.chain.records if r.get("kind") == "service_action" and r.get("service") == service and r.get("actor") is None]
-    calls = _pair(ev, actions)
+    calls: dict[Any, dict[str, Any]] = _pair(ev, actions)  # looked up by the audit's "seq", whatever it holds
     steps: dict[str, list[dict[str, Any]]] = {}
     for a in actions:
         for pos, rid in enumerate(a.get("ids") or []):

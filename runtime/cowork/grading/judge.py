@@ -18,7 +18,7 @@ from ..errors import PolicyError
 from ..evidence import Evidence
 from ..formats import canonical_json
 from ..llm import ChatClient, first_message
-from ..spec.regex import findall
+from .prose_json import json_objects
 
 log = logging.getLogger(__name__)
 
@@ -155,15 +155,7 @@ def parse_graded(text: str, check: Any) -> dict[str, Any]:
     Raises:
         PolicyError: no answer can be read, an item is missing or scored outside [0, 1].
     """
-    found = None
-    for candidate in [text, *findall(r"(?s)\{.*\}", text)]:
-        try:
-            obj = json.loads(candidate)
-        except (json.JSONDecodeError, TypeError):
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("items"), list):
-            found = obj
-            break
+    found = next((obj for obj in json_objects(text) if isinstance(obj.get("items"), list)), None)
     if found is None:
         raise PolicyError(f"judge reply holds no item scores: {text[:200]!r}")
     scores: dict[str, tuple[float, str]] = {}
@@ -195,14 +187,8 @@ def parse_verdict(text: str) -> dict[str, Any]:
         PolicyError: when no verdict can be read, or the reply holds verdicts that disagree
             (an echoed injection beside the judge's own answer).
     """
-    found: list[dict[str, Any]] = []
-    for candidate in [text, *findall(r"(?s)\{.*?\}", text)]:
-        try:
-            obj = json.loads(candidate)
-        except (json.JSONDecodeError, TypeError):
-            continue
-        if isinstance(obj, dict) and isinstance(obj.get("passed"), bool):
-            found.append({"passed": obj["passed"], "reason": str(obj.get("reason", ""))[:500]})
+    found = [{"passed": obj["passed"], "reason": str(obj.get("reason", ""))[:500]}
+             for obj in json_objects(text) if isinstance(obj.get("passed"), bool)]
     if not found:
         raise PolicyError(f"judge reply holds no verdict: {text[:200]!r}")
     if len({v["passed"] for v in found}) > 1:

@@ -17,6 +17,7 @@ class Credit(float):
     passed: bool
 
     def __new__(cls, value: float, passed: bool) -> "Credit":
+        """``value`` clamped to [0, 1], carrying ``passed``."""
         obj = super().__new__(cls, min(1.0, max(0.0, float(value))))
         obj.passed = passed
         return obj
@@ -54,13 +55,18 @@ def match_value(m: M.Matcher, value: Any) -> bool:
             return True
     if "equals" in fields:
         return _same(value, m.equals, m)
+    # Exactly one field is set (the matcher's validator); set to null, only ``equals`` means a value.
     if "one_of" in fields:
+        assert m.one_of is not None, "one_of: null"
         return any(_same(value, x, m) for x in m.one_of)
     s = value if isinstance(value, str) else json.dumps(value, default=str)
     if "contains" in fields:
+        assert m.contains is not None, "contains: null"
         return (m.contains.casefold() in s.casefold()) if m.ignore_case else m.contains in s
     if "regex" in fields:
+        assert m.regex is not None, "regex: null"
         return search(m.regex, s, ignore_case=m.ignore_case)
+    assert m.glob is not None, "glob: null, or no value matcher (absent is match_field's)"
     return fnmatch.fnmatch(s.casefold(), m.glob.casefold()) if m.ignore_case else fnmatch.fnmatchcase(s, m.glob)
 
 

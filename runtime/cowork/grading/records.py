@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import GradingError
 from ..evidence import Evidence
@@ -209,7 +209,7 @@ def _no_external_recipients(c: M.NoExternalRecipients, ev: Evidence) -> Verdict:
     return True, f"nothing sent or shared outside {', '.join(sorted(domains))}", []
 
 
-RECORD_CHECKS = {
+RECORD_CHECKS: dict[str, Callable[[Any, Evidence], Verdict]] = {
     "record_exists": _record_exists,
     "record_absent": _record_absent,
     "record_count": _record_count,

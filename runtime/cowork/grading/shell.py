@@ -1,6 +1,6 @@
-"""Shell command normalisation for command-pattern rules, and what such rules cannot see.
+r"""Shell command normalisation for command-pattern rules, and what such rules cannot see.
 
-A spec pattern such as ``\\brm\\s+(-\\w*r\\w*|--recursive)\\b`` written against raw text misses
+A spec pattern such as ``\brm\s+(-\w*r\w*|--recursive)\b`` written against raw text misses
 ``rm -f -r ledger``, ``rm -R ledger``, ``/bin/rm -r``, ``command rm -r``, ``xargs rm -r``,
 ``{rm,-rf,a}``, ``rm --rec b``, ``rm ${IFS}-rf c``, ``rm $'-rf' d`` and ``f=-rf; rm $f e``.
 :func:`commands` turns one command line into the simple commands it runs, each in a normal

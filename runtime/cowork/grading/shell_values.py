@@ -1,6 +1,6 @@
-"""Probe values for a computed shell argument: what it could be that a pattern would care about.
+r"""Probe values for a computed shell argument: what it could be that a pattern would care about.
 
-``rm $x`` under a rule ``\\brm\\s+-\\w*r`` is safe only if ``$x`` is never ``-r``. The run decides
+``rm $x`` under a rule ``\brm\s+-\w*r`` is safe only if ``$x`` is never ``-r``. The run decides
 ``$x``; the grader can only try values. The values worth trying are option spellings and the
 words the pattern itself is built from: a sample string for each branch of the pattern
 (``rm -r``, ``rm --recursive``, ``find -delete``) cut into words, and each literal run in it
@@ -13,9 +13,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 try:
-    from re import _parser as _sre  # Python >= 3.11
+    from re import _parser as _sre  # type: ignore[attr-defined]  # Python >= 3.11; private, so not in typeshed
 except ImportError:  # pragma: no cover - older Pythons
-    import sre_parse as _sre  # type: ignore[no-redef]
+    import sre_parse as _sre
 
 #: Always tried: empty (the argument vanishes), and the options destructive rules are about.
 GENERIC = ("", "-r", "-R", "-rf", "-f", "r", "rf", "--recursive", "--force", "-delete", "--delete")
@@ -26,7 +26,7 @@ _REPEATS = {"MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"}
 
 
 def _class_char(items) -> str:
-    """A character the class ``[...]`` matches (a blank for ``\\s``, a letter for ``\\w``)."""
+    r"""A character the class ``[...]`` matches (a blank for ``\s``, a letter for ``\w``)."""
     negate = bool(items) and str(items[0][0]) == "NEGATE"
     body = items[1:] if negate else items
 

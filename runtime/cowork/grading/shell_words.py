@@ -83,9 +83,11 @@ class Scope:
         return cls({}, frozenset(unknowable))
 
     def value(self, name: str) -> str | None:
+        """The literal value ``name`` surely holds, or None (not assigned, or unknowable)."""
         return None if name in self.unknowable else self.known.get(name)
 
     def child(self) -> Scope:
+        """A copy for a nested command (a subshell, ``eval``): what it assigns stays in it."""
         return Scope(dict(self.known), self.unknowable)
 
 
@@ -359,7 +361,8 @@ def braces(items: list[Item], budget: list[int] | None = None) -> list[list[Item
 
 def fields(items: list[Item]) -> list[list[Item]]:
     """Field splitting at unquoted ``$IFS`` and blanks of unquoted values; empty unquoted fields vanish."""
-    out, cur = [], []
+    out: list[list[Item]] = []
+    cur: list[Item] = []
     for item in items:
         if item[0] == "s":
             out.append(cur)

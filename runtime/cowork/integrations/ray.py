@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import CoworkError, PolicyError
+from ..errors import CoworkError, PolicyError, require_extra
 from ..rollout.runner import RolloutRunner, RolloutSample, reward_for
 from ..spec.loader import LoadedSpec, load_spec
 
@@ -57,12 +57,8 @@ ACTOR_START_S = 120.0
 
 
 def _ray() -> Any:
-    try:
-        import ray
-    except ImportError as exc:
-        raise CoworkError("rollouts on a Ray cluster need the ray extra: pip install 'cowork-runtime[ray]' "
-                          "(the same Ray version on the driver and on every node)") from exc
-    return ray
+    return require_extra("ray", "ray", "rollouts on a Ray cluster need the ray extra",
+                         "the same Ray version on the driver and on every node")
 
 
 # --------------------------------------------------------------------------- on the node

@@ -89,22 +89,7 @@ def read_record(run_dir: str | Path) -> dict[str, Any] | None:
     return data
 
 
-# --------------------------------------------------------------------------- finding one
-def find_container(ref: str) -> Any:
-    """The one cowork container whose id starts with ``ref`` or whose name is ``ref``.
-
-    Raises:
-        CoworkError: none or several match.
-    """
-    from ..engine.reaper import managed_containers
-
-    hits = [c for c in managed_containers() if c.id.startswith(ref) or c.name == ref]
-    if len(hits) != 1:
-        raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see "
-                          "`docker ps --filter label=cowork.managed`")
-    return hits[0]
-
-
+# --------------------------------------------------------------------------- what a container holds
 def run_dir_of(container: Any) -> Path:
     """The host run dir of a cowork container (its RUN_DIR label)."""
     from ..engine import labels

@@ -1,6 +1,8 @@
 """Checkpoints of a running sandbox: snapshot the whole task state, restore it as a new branch.
 
-``Sandbox.checkpoint()`` and ``Sandbox.restore(snapshot)`` land here; the work is done by the
+``Sandbox.checkpoint()`` and ``Sandbox.restore(snapshot)`` land here, and so do ``cowork
+checkpoint`` / ``cowork restore`` (through :func:`checkpoint_run_dir` and :func:`restore_run_dir`,
+which need only the run dir of a sandbox left running by ``cowork up``); the work is done by the
 in-container server (cowork.server.state.checkpoint), which keeps snapshots and abandoned branches
 in the root-only run dir. Two uses: a harness recovering after a failure, and several
 rollouts branched from one mid-episode state (credit assignment). See docs/checkpoints.md.
@@ -43,6 +45,47 @@ def _timeout(sb: Checkpointable) -> float:
     return sb.spec.limits.tool_timeout_s + 120
 
 
+# --------------------------------------------------------------------------- by run dir
+async def checkpoint_run_dir(run_dir: Path, *, timeout: float, what: str) -> dict[str, Any]:
+    """Ask the server behind ``run_dir``'s control socket for a snapshot (see :func:`checkpoint`).
+
+    Args:
+        run_dir: The sandbox's host run dir.
+        timeout: Seconds to wait for the answer.
+        what: The sandbox as error messages name it.
+
+    Raises:
+        CheckpointError: the server refused or failed, or its socket did not answer.
+    """
+    try:
+        resp = await control_request(Path(run_dir), "checkpoint", timeout=timeout)
+    except SandboxError as exc:
+        raise CheckpointError(f"checkpoint of {what} failed: {exc}") from exc
+    return {k: v for k, v in resp.items() if k != "ok"}
+
+
+async def restore_run_dir(run_dir: Path, snapshot_id: str, *, timeout: float, what: str) -> dict[str, Any]:
+    """Ask the server behind ``run_dir``'s control socket to restore ``snapshot_id`` (see
+    :func:`restore`); the server checks the state hash against the snapshot's itself.
+
+    Args:
+        run_dir: The sandbox's host run dir.
+        snapshot_id: The snapshot's id (``cp-...``).
+        timeout: Seconds to wait for the answer.
+        what: The sandbox as error messages name it.
+
+    Raises:
+        CheckpointError: an unknown snapshot (nothing changed), a failed restore, or a socket
+            that did not answer.
+    """
+    try:
+        resp = await control_request(Path(run_dir), "restore", timeout=timeout, snapshot=snapshot_id)
+    except SandboxError as exc:
+        raise CheckpointError(f"restore of {what} to {snapshot_id!r} failed: {exc}") from exc
+    return {k: v for k, v in resp.items() if k != "ok"}
+
+
+# --------------------------------------------------------------------------- by handle
 async def checkpoint(sb: Checkpointable) -> dict[str, Any]:
     """Snapshot the sandbox's whole task state.
 
@@ -58,11 +101,7 @@ async def checkpoint(sb: Checkpointable) -> dict[str, Any]:
         CheckpointError: the state does not fit in the task's ``disk_mb``, the run dir's
             checkpoint store is full, or the server failed.
     """
-    try:
-        resp = await control_request(sb.run_dir, "checkpoint", timeout=_timeout(sb))
-    except SandboxError as exc:
-        raise CheckpointError(f"checkpoint of {sb.name} (task {sb.spec.id}) failed: {exc}") from exc
-    return {k: v for k, v in resp.items() if k != "ok"}
+    return await checkpoint_run_dir(sb.run_dir, timeout=_timeout(sb), what=f"{sb.name} (task {sb.spec.id})")
 
 
 async def restore(sb: Checkpointable, snapshot: dict[str, Any] | str) -> dict[str, Any]:
@@ -81,11 +120,7 @@ async def restore(sb: Checkpointable, snapshot: dict[str, Any] | str) -> dict[st
             restore differs from the snapshot's.
     """
     snap_id = snapshot.get("id") if isinstance(snapshot, dict) else snapshot
-    try:
-        resp = await control_request(sb.run_dir, "restore", timeout=_timeout(sb), snapshot=snap_id)
-    except SandboxError as exc:
-        raise CheckpointError(f"restore of {sb.name} (task {sb.spec.id}) to {snap_id!r} failed: {exc}") from exc
-    out = {k: v for k, v in resp.items() if k != "ok"}
+    out = await restore_run_dir(sb.run_dir, snap_id, timeout=_timeout(sb), what=f"{sb.name} (task {sb.spec.id})")
     if isinstance(snapshot, dict) and snapshot.get("hash") and out["hash"] != snapshot["hash"]:
         raise CheckpointError(f"restore of {sb.name} to {snap_id}: state hash {out['hash']} differs from the "
                               f"snapshot's {snapshot['hash']}; do not use this sandbox further")

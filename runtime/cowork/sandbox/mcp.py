@@ -19,7 +19,7 @@ import itertools
 import json
 from typing import Any
 
-from ..errors import McpError, SandboxError
+from ..errors import McpError
 
 MODERN_VERSION = "2026-07-28"  # stateless: per-request envelope, no session
 HANDSHAKE_VERSION = "2025-11-25"  # the newest revision reached through initialize

@@ -33,8 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-os.environ.setdefault("FASTMCP_CHECK_FOR_UPDATES", "off")
-
 
 class ToolResult(BaseModel):
     """The outcome of one tool call as the host saw it."""
@@ -53,19 +51,6 @@ class ToolResult(BaseModel):
     """Structured content, when the tool returned any."""
     duration_ms: float
     """Round trip measured on the host."""
-
-
-def _uds_client_factory(sock: str):
-    import httpx2
-
-    def factory(**kwargs: Any):
-        kwargs.pop("transport", None)
-        # The factory owns the timeout; httpx's 5 s default would cut long tool calls.
-        # Tool calls are bounded by the server's own limit and Sandbox.call_tool's wait_for.
-        kwargs.setdefault("timeout", httpx2.Timeout(30.0, read=None))
-        return httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=sock), **kwargs)
-
-    return factory
 
 
 class Sandbox:
@@ -204,7 +189,8 @@ class Sandbox:
     @classmethod
     async def attach(cls, ref: str, *, spec: "LoadedSpec | str | os.PathLike | None" = None,
                      connect: bool = True) -> "Sandbox":
-        """A handle on a running sandbox this process did not start, found by id prefix or name.
+        """A handle on a running sandbox this process did not start, found by id prefix or name
+        (:func:`cowork.engine.reaper.find_container`).
 
         The spec is the one ``cowork up`` kept (``spec`` overrides it, and is needed for a sandbox
         started otherwise); the initial workspace hashes are the kept ones, else read from the
@@ -220,8 +206,9 @@ class Sandbox:
             SandboxError: its MCP server does not answer.
         """
         from ..engine.client import in_thread
+        from ..engine.reaper import find_container
 
-        container = await in_thread(attach.find_container, ref)
+        container = await in_thread(find_container, ref)
         run_dir = attach.run_dir_of(container)
         saved = attach.read_record(run_dir)
         loaded = attach.loaded_spec(container, saved, spec)

@@ -16,20 +16,16 @@ import os
 import signal
 import socket
 import sys
-import time
 import warnings
 
-from .. import __version__
-from .. import formats as F
+from .. import __version__, formats
 from ..toolhost.control import serve_control
 from ..toolhost.rpc import RpcServer
 from .app import ServerConfig, build_app
+from .control_ops import ControlOps
 from .fs.agentfs import AgentFS
-from .state.actors import Actors
 from .state.audit import AuditLog, audit_budget
-from .state.reset import Episodes
-from .state.workspace_export import ExportLimits, export_workspace
-from .tools.workspace import WorkspaceConfig, WorkspaceTools
+from .tools.workspace import WorkspaceConfig
 
 log = logging.getLogger("cowork.server")
 
@@ -45,14 +41,15 @@ def load_config(path: str) -> tuple[ServerConfig, dict]:
     limits = raw.get("limits", {})
     agent = os.geteuid() == 0
     ws = WorkspaceConfig(
-        root=raw.get("workspace_root", F.WORKSPACE_DIR),
+        root=raw.get("workspace_root", formats.WORKSPACE_DIR),
         tool_timeout_s=float(limits.get("tool_timeout_s", 30)),
         output_limit=int(limits.get("output_limit_bytes", 16384)),
-        agent_uid=F.AGENT_UID if agent else None,
-        agent_gid=F.AGENT_GID if agent else None,
+        agent_uid=formats.AGENT_UID if agent else None,
+        agent_gid=formats.AGENT_GID if agent else None,
         background_jobs=bool(limits.get("background_jobs", False)),
     )
-    return ServerConfig(task_id=raw.get("id", "task"), tools=raw.get("tools", list(F.WORKSPACE_TOOLS)), workspace=ws), raw
+    tools = raw.get("tools", list(formats.WORKSPACE_TOOLS))
+    return ServerConfig(task_id=raw.get("id", "task"), tools=tools, workspace=ws), raw
 
 
 def _read_seed(path: str) -> bytes:
@@ -164,6 +161,7 @@ class LazyHttp:
         self._task: asyncio.Task | None = None
 
     def arm(self) -> None:
+        """Load and serve the app when the first client connects."""
         self.listener.setblocking(False)
         asyncio.get_running_loop().add_reader(self.listener.fileno(), self._first)
 
@@ -196,6 +194,7 @@ class LazyHttp:
             self.listener.close()  # waiting clients see the connection refused rather than hang
 
     async def close(self) -> None:
+        """Stop the app if it was loaded, and close the listening socket."""
         if self.server is not None:
             self.server.should_exit = True
         if self._task is not None:
@@ -211,86 +210,75 @@ def _import_http() -> None:
     import uvicorn  # noqa: F401
 
 
-async def main() -> int:
-    """Start the server and run until SIGTERM."""
+def _seed_dir() -> str:
+    return os.environ.get("COWORK_SEED_DIR", formats.SEED_DIR)
+
+
+def _log_to_stderr() -> None:
     logging.basicConfig(level=os.environ.get("COWORK_LOG_LEVEL", "WARNING"), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    run_dir = os.environ.get("COWORK_RUN_DIR", F.RUN_DIR)
-    cfg, raw = load_config(os.environ.get("COWORK_TASK_CONFIG", F.TASK_CONFIG))
+
+
+def _prepare_run_dir(run_dir: str) -> None:
+    """Drop root's supplementary groups; make the run dir and its export folder root-only."""
     if os.geteuid() == 0:
         os.setgroups([])
     os.makedirs(run_dir, exist_ok=True)
     os.chmod(run_dir, 0o700)
-    os.makedirs(os.path.join(run_dir, F.EXPORT_DIR), mode=0o700, exist_ok=True)
+    os.makedirs(os.path.join(run_dir, formats.EXPORT_DIR), mode=0o700, exist_ok=True)
 
-    _use_pidfd_watcher()
-    # A quarter of the task's disk_mb: past it records lose their bulk (see audit.AuditLog).
-    audit = AuditLog(os.path.join(run_dir, F.AUDIT_LOG), max_bytes=audit_budget(raw.get("limits", {}).get("disk_mb")))
-    mcp, fs = build_app(cfg, audit)
-    services = None
-    if raw.get("services") or set(cfg.tools) - set(F.WORKSPACE_TOOLS) - {F.PYTHON_TOOL}:
-        # Imported only when the task uses services: the ten service modules cost ~0.1 s of start-up.
-        from .services_setup import setup_services
 
-        services = setup_services(mcp, raw, run_dir, audit, cfg.tools)
-    await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
-    audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
-    audit.exported_at = audit.count  # nothing of an episode to lose yet
+def _services(mcp, raw: dict, run_dir: str, audit: AuditLog, cfg: ServerConfig):
+    """The task's services and their tools, or None when it uses none."""
+    if not (raw.get("services") or set(cfg.tools) - set(formats.WORKSPACE_TOOLS) - {formats.PYTHON_TOOL}):
+        return None
+    # Imported only when the task uses services: the ten service modules cost ~0.1 s of start-up.
+    from .services_setup import setup_services
 
-    sock = os.path.join(run_dir, F.MCP_SOCKET)
-    listener = _bind_unix(sock)
+    return setup_services(mcp, raw, run_dir, audit, cfg.tools)
+
+
+def _http(mcp, run_dir: str) -> LazyHttp:
+    """The HTTP socket, listening already; the app behind it loads on the first client."""
+    listener = _bind_unix(os.path.join(run_dir, formats.MCP_SOCKET))
     listener.listen(128)  # connections queue until the HTTP app is up (see LazyHttp)
-    http = LazyHttp(mcp, listener)
-    rpc = RpcServer(mcp, version=__version__)
-    await rpc.start(os.path.join(run_dir, F.RPC_SOCKET))
-    stop = asyncio.Event()
-    started = time.time()
+    return LazyHttp(mcp, listener)
 
-    async def ping(_: dict) -> dict:
-        return {"task": cfg.task_id, "mcp_ready": True, "http_loaded": http.server is not None,
-                "audit_count": audit.count, "audit_last_hash": audit.last_hash, "uptime_s": time.time() - started}
 
-    episodes: Episodes | None = None
-
-    async def export(_: dict) -> dict:
-        dest = os.path.join(run_dir, F.EXPORT_DIR, "workspace.tar")
-        # No call may still run (its effect would land after the export, and a reset would
-        # then drop its record): new calls wait out the export, running ones are drained.
-        # The host reads the audit log after this export: a reset may start a new chain over
-        # these records (see reset.Episodes).
-        audit.paused = True
-        try:
-            await episodes.drain()
-            audit.exported_at = audit.count
-            # Every agent process is killed first: nothing may change files while they are read.
-            return await asyncio.to_thread(
-                export_workspace, cfg.workspace.root, dest,
-                ExportLimits.for_disk(int(raw.get("limits", {}).get("disk_mb", 64))), cfg.workspace.agent_uid)
-        finally:
-            audit.paused = False
-
-    async def shutdown(_: dict) -> dict:
-        stop.set()
-        return {}
-
-    async def reseed() -> None:
-        await seed_workspace(raw, fs, cfg.workspace.root, os.environ.get("COWORK_SEED_DIR", F.SEED_DIR))
-
-    episodes = Episodes(workspace=cfg.workspace.root, agent_uid=cfg.workspace.agent_uid, audit=audit,
-                        reseed=reseed, services=services, drain_timeout_s=cfg.workspace.tool_timeout_s + 5)
-    actors = Actors(WorkspaceTools(cfg.workspace, fs), fs, cfg.workspace.root, audit, services, episodes.drain,
-                    agent_uid=cfg.workspace.agent_uid)
-    ops = {"ping": ping, "export_workspace": export, "shutdown": shutdown, **episodes.handlers(), **actors.handlers()}
-    if services is not None:
-        ops.update(services.handlers())
-    from .state.checkpoint import Checkpoints
-
-    ops.update(Checkpoints(run_dir=run_dir, workspace=cfg.workspace.root, audit=audit, episodes=episodes,
-                           services=services, fs=fs, disk_mb=int(raw.get("limits", {}).get("disk_mb", 64))).handlers())
-    control = await serve_control(os.path.join(run_dir, F.CONTROL_SOCKET), ops)
+def _stop_on_signals(stop: asyncio.Event) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+
+
+async def main() -> int:
+    """Start the server and run until SIGTERM."""
+    _log_to_stderr()
+    run_dir = os.environ.get("COWORK_RUN_DIR", formats.RUN_DIR)
+    cfg, raw = load_config(os.environ.get("COWORK_TASK_CONFIG", formats.TASK_CONFIG))
+    _prepare_run_dir(run_dir)
+    _use_pidfd_watcher()
+    # A quarter of the task's disk_mb: past it records lose their bulk (see audit.AuditLog).
+    audit = AuditLog(os.path.join(run_dir, formats.AUDIT_LOG),
+                     max_bytes=audit_budget(raw.get("limits", {}).get("disk_mb")))
+    mcp, fs = build_app(cfg, audit)
+    services = _services(mcp, raw, run_dir, audit, cfg)
+
+    async def reseed() -> None:
+        await seed_workspace(raw, fs, cfg.workspace.root, _seed_dir())
+
+    await reseed()
+    audit.append({"kind": "session_start", "task": cfg.task_id, "tools": sorted(cfg.tools)})
+    audit.exported_at = audit.count  # nothing of an episode to lose yet
+
+    http = _http(mcp, run_dir)
+    rpc = RpcServer(mcp, version=__version__)
+    await rpc.start(os.path.join(run_dir, formats.RPC_SOCKET))
+    stop = asyncio.Event()
+    ops = ControlOps(cfg=cfg, raw=raw, run_dir=run_dir, audit=audit, fs=fs, http=http, stop=stop,
+                     services=services, reseed=reseed)
+    control = await serve_control(os.path.join(run_dir, formats.CONTROL_SOCKET), ops.handlers())
+    _stop_on_signals(stop)
     http.arm()
     _settle()
     try:

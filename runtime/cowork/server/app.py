@@ -43,6 +43,7 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | F
     )
     mcp.add_middleware(AuditMiddleware(audit))
     uid, gid = cfg.workspace.agent_uid, cfg.workspace.agent_gid
+    fs: AgentFS | ForkFS
     if uid is not None and gid is not None and not per_thread_fsuid_works(uid, gid):
         fs = ForkFS(uid, gid, child_timeout_s=cfg.workspace.tool_timeout_s + 5)  # gVisor: no setfsuid
     else:

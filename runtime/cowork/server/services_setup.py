@@ -22,7 +22,7 @@ from ..services.registry import (
 from .state.audit import AuditLog, audit_budget
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 DB_FILE = "services.db"
 
@@ -145,7 +145,7 @@ class Services:
         return {"dump_state": self.dump, "reset_services": self.reset}
 
 
-def setup_services(mcp: FastMCP, raw: dict[str, Any], run_dir: str, audit: AuditLog,
+def setup_services(mcp: ToolApp, raw: dict[str, Any], run_dir: str, audit: AuditLog,
                    tools: list[str]) -> Services | None:
     """Open the root-only database, seed it, register the allowed service tools.
 
@@ -162,7 +162,8 @@ def setup_services(mcp: FastMCP, raw: dict[str, Any], run_dir: str, audit: Audit
     episode_seed = int(env_seed) if env_seed else None
     if raw.get("faults"):
         faults = FaultInjector(FaultConfig.model_validate(raw["faults"]), seed=episode_seed)
-    ctx = ServiceContext(db=db, audit=audit.append, faults=faults, **({"clock": clock} if clock else {}))
+    clock_arg: dict[str, Any] = {"clock": clock} if clock else {}  # else ServiceContext's default
+    ctx = ServiceContext(db=db, audit=audit.append, faults=faults, **clock_arg)
     seed = ServicesSeed.model_validate(raw.get("services") or {})
     seed_all(ctx, seed)
     limit_growth(db, db_budget(raw.get("limits")))

@@ -16,6 +16,9 @@ _LOCAL = re.compile(r"[A-Za-z0-9_+'=!$&*/?^`{|}~-]+(?:\.[A-Za-z0-9_+'=!$&*/?^`{|
 #: One DNS label: letters, digits and inner hyphens, 1-63 characters.
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 _TLD = re.compile(r"[A-Za-z]{2,63}", re.ASCII)
+#: What looks like an address inside free text (a mail body, a note); :func:`find_addresses`
+#: keeps those :func:`parse_address` accepts.
+_IN_TEXT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", re.ASCII)
 
 
 def parse_address(value: object) -> tuple[str, str] | None:
@@ -43,3 +46,9 @@ def check_address(value: str) -> str:
                          "digits, dots and hyphens in the domain; no display name, spaces, '%', '#', "
                          "brackets or trailing dot)")
     return value.lower()
+
+
+def find_addresses(text: str) -> list[str]:
+    """The plain addresses written in free text, in order and as written (each one
+    :func:`parse_address` accepts; a look-alike the services would refuse is left out)."""
+    return [m for m in _IN_TEXT.findall(text) if parse_address(m) is not None]

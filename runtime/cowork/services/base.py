@@ -13,6 +13,7 @@ import os
 import re
 import sqlite3
 import threading
+from collections.abc import Container
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
@@ -25,8 +26,7 @@ from ..toolhost.errors import ToolError
 from .addresses import check_address
 
 if TYPE_CHECKING:  # faults imports nothing from here at run time either
-    from fastmcp import FastMCP
-
+    from ..toolhost.host import ToolApp
     from .faults import FaultInjector
 
 SCHEMA = """
@@ -355,7 +355,7 @@ def check_unique(items: list[Any], prefix: str, where: str) -> list[str]:
     return ids
 
 
-def check_ref(value: str | None, known: set[str] | list[str], where: str, what: str) -> None:
+def check_ref(value: str | None, known: Container[str], where: str, what: str) -> None:
     """ValueError when ``value`` is set and not among ``known``."""
     if value is not None and value not in known:
         raise ValueError(f"{where}: unknown {what} {value!r}")
@@ -389,7 +389,7 @@ def hints(*, read: bool = False, destructive: bool = False, idempotent: bool = F
 READ = hints(read=True)
 
 
-def tool_adder(mcp: FastMCP, allowed: set[str]) -> Callable[[str, dict[str, bool]], Callable]:
+def tool_adder(mcp: ToolApp, allowed: set[str]) -> Callable[[str, dict[str, bool]], Callable]:
     """A decorator factory that adds a tool to ``mcp`` only when its name is allowed."""
 
     def add(name: str, annotations: dict[str, bool]) -> Callable:

@@ -31,7 +31,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "calendar"
 EventId = Annotated[str, Field(description="Event id, as listed by calendar_list_events.")]
@@ -147,7 +147,7 @@ def _involves(e: dict[str, Any], email: str) -> bool:
     return e["organizer"] == email or any(a["email"] == email and a["response"] != "declined" for a in e["attendees"])
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed calendar tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

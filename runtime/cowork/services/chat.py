@@ -28,7 +28,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "chat"
 ChannelId = Annotated[str, Field(description="Channel id, as listed by chat_list_channels.")]
@@ -108,12 +108,12 @@ class ChatSeed(SeedModel):
                 check_ref(m, users, f"channels[{n}].members", "user")
         ids = check_unique(self.messages, "cm", "messages")
         by_id = dict(zip(ids, self.messages))
-        for n, m in enumerate(self.messages):
-            check_ref(m.channel_id, channels, f"messages[{n}].channel_id", "channel")
-            check_ref(m.author, users, f"messages[{n}].author", "user")
-            check_ref(m.thread_id, by_id, f"messages[{n}].thread_id", "message")
-            if m.thread_id and by_id[m.thread_id].channel_id != m.channel_id:
-                raise ValueError(f"messages[{n}].thread_id: {m.thread_id!r} is in another channel")
+        for n, msg in enumerate(self.messages):
+            check_ref(msg.channel_id, channels, f"messages[{n}].channel_id", "channel")
+            check_ref(msg.author, users, f"messages[{n}].author", "user")
+            check_ref(msg.thread_id, by_id, f"messages[{n}].thread_id", "message")
+            if msg.thread_id and by_id[msg.thread_id].channel_id != msg.channel_id:
+                raise ValueError(f"messages[{n}].thread_id: {msg.thread_id!r} is in another channel")
         return self
 
 
@@ -132,7 +132,7 @@ def seed(store: Store, data: ChatSeed) -> None:
                                   "reactions": {k: sorted(v) for k, v in sorted(m.reactions.items())}})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed chat tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

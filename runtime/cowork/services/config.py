@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import Field, model_validator
@@ -29,7 +30,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "config"
 SettingType = Literal["string", "int", "float", "bool", "json"]
@@ -155,7 +156,8 @@ class ConfigSeed(SeedModel):
 
     @model_validator(mode="after")
     def _refs(self) -> "ConfigSeed":
-        for what, items in (("flags", self.flags), ("settings", self.settings)):
+        keyed: tuple[tuple[str, Sequence[Flag | Setting]], ...] = (("flags", self.flags), ("settings", self.settings))
+        for what, items in keyed:
             seen: set[str] = set()
             for n, x in enumerate(items):
                 if x.key in seen:
@@ -193,7 +195,7 @@ def seed(store: Store, data: ConfigSeed) -> None:
         store.insert("history", {**c.model_dump(), "id": rid, "at": resolve_time(c.at, store.now)})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed configuration tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

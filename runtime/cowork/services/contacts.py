@@ -24,7 +24,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "contacts"
 PersonId = Annotated[str, Field(description="Person id, as returned by contacts_search.")]
@@ -103,7 +103,7 @@ def seed(store: Store, data: ContactsSeed) -> None:
         store.insert("people", {**p.model_dump(), "id": rid})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed contacts tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

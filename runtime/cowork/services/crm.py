@@ -34,7 +34,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "crm"
 ActivityKind = Literal["call", "email", "meeting", "note", "task"]
@@ -196,12 +196,12 @@ def seed(store: Store, data: CrmSeed) -> None:
     for rid, d in zip(check_unique(data.deals, "deal", "deals"), data.deals):
         store.insert("deals", {**d.model_dump(), "id": rid, "owner": d.owner or data.user,
                                "close_date": resolve_day(d.close_date, store.now) if d.close_date else None})
-    for rid, a in zip(check_unique(data.activities, "act", "activities"), data.activities):
-        store.insert("activities", {**a.model_dump(), "id": rid, "by": a.by or data.user,
-                                    "at": resolve_time(a.at, store.now)})
+    for rid, act in zip(check_unique(data.activities, "act", "activities"), data.activities):
+        store.insert("activities", {**act.model_dump(), "id": rid, "by": act.by or data.user,
+                                    "at": resolve_time(act.at, store.now)})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed CRM tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

@@ -28,7 +28,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "documents"
 Role = Literal["viewer", "commenter", "editor"]
@@ -125,7 +125,7 @@ def seed(store: Store, data: DocumentsSeed) -> None:
                                    "version": version, "modified": modified, "modified_by": owner})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed documents tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)
@@ -216,7 +216,7 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
                 store.require("folders", folder_id, "folder")
             rid = store.new_id("documents", "doc")
             now = iso(store.now)
-            rec = {"id": rid, "title": title, "content": content, "folder_id": folder_id, "owner": user(),
+            rec: dict[str, Any] = {"id": rid, "title": title, "content": content, "folder_id": folder_id, "owner": user(),
                    "shared_with": {}, "visibility": "private", "version": 1, "modified": now, "modified_by": user()}
             store.insert("documents", rec)
             store.insert("versions", {"id": f"{rid}@v1", "document_id": rid, "version": 1, "title": title,

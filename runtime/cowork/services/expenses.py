@@ -30,7 +30,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "expenses"
 Status = Literal["submitted", "approved", "rejected", "reimbursed"]
@@ -42,11 +42,11 @@ ReportId = Annotated[str, Field(description="Report id, as listed by expenses_li
 class Policy(SeedModel):
     """The expense policy."""
 
-    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     """Currency of the limits."""
     limits: dict[str, float] = {}
     """Highest amount of one claim per category; a category not listed is not reimbursable (when any are listed)."""
-    receipt_over: float = Field(25, ge=0)
+    receipt_over: float = Field(default=25, ge=0)
     """Claims above this amount need a receipt."""
     text: str = ""
     """The written policy, as employees read it."""
@@ -61,7 +61,7 @@ class Expense(SeedModel):
     """Who claims it."""
     amount: float = Field(gt=0)
     """Amount."""
-    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     """ISO 4217 code."""
     category: str = Field(min_length=1)
     """Category, e.g. travel, meals."""
@@ -90,7 +90,7 @@ class Transaction(SeedModel):
     """When it was booked."""
     amount: float
     """Amount spent; negative for a refund."""
-    currency: str = Field("USD", pattern=r"^[A-Z]{3}$")
+    currency: str = Field(default="USD", pattern=r"^[A-Z]{3}$")
     """ISO 4217 code."""
     merchant: str = ""
     """Who was paid."""
@@ -167,8 +167,9 @@ def seed(store: Store, data: ExpensesSeed) -> None:
     for rid, t in zip(check_unique(data.transactions, "txn", "transactions"), data.transactions):
         store.insert("transactions", {**t.model_dump(), "id": rid, "date": resolve_day(t.date, store.now)})
     for rid, r in zip(check_unique(data.reports, "rpt", "reports"), data.reports):
-        sources = [("transactions", x) for x in r.transaction_ids] + [("expenses", x) for x in r.expense_ids]
-        sources = [(c, store.get(c, x)) for c, x in sources]
+        refs = [("transactions", x, "transaction") for x in r.transaction_ids] + \
+            [("expenses", x, "expense") for x in r.expense_ids]
+        sources = [(c, store.require(c, x, what)) for c, x, what in refs]  # the seed's validator checked them
         created = resolve_time(r.created, store.now)
         submitted = resolve_time(r.submitted, store.now) if r.submitted else None if r.status == "draft" else created
         store.insert("reports", {"id": rid, "title": r.title, "employee": r.employee or data.user, "status": r.status,
@@ -212,7 +213,7 @@ def violations(e: dict[str, Any], policy: dict[str, Any]) -> list[str]:
     return out
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed expenses tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

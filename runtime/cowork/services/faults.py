@@ -151,13 +151,16 @@ class FaultMiddleware(FastmcpMiddleware):
         self.injector = injector
         self.audit = audit
 
-    async def on_call_tool(self, context, call_next):
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        """Run the call, unless the injector decides a fault for it: then audit the fault and
+        delay the call (latency) or fail it (the fault's error: a 429 or a 500)."""
         name = context.message.name
         if name in TOOL_SERVICE:
             fault = self.injector.decide(name)
             if fault is not None:
                 self.audit(fault.record())
                 if fault.kind == "latency":
+                    assert fault.latency_ms is not None  # decide() sets it on every latency fault
                     await asyncio.sleep(fault.latency_ms / 1000)
                 else:
                     raise fault.error()

@@ -28,7 +28,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "inventory"
 OrderStatus = Literal["placed", "processing", "shipped", "delivered", "cancelled"]
@@ -171,7 +171,7 @@ class LineIn(BaseModel):
     quantity: int = Field(ge=1, description="Units to order.")
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed inventory tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)
@@ -246,7 +246,7 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
             p = store.require("products", product_id, "product")
             mid = move(p, delta, reason)
             store.audit("adjust_stock", [product_id, mid], ["stock"])
-            p = store.get("products", product_id)
+            p = store.require("products", product_id, "product")
         return {**view(p), "movement_id": mid}
 
     @tool("inventory_list_orders", READ)
@@ -281,13 +281,14 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
                     raise ToolError(f"Product {p['id']!r} ({p['name']}) is discontinued; it cannot be ordered")
                 wanted[p["id"]] = wanted.get(p["id"], 0) + line.quantity
             for sku, qty in wanted.items():
-                p = store.get("products", sku)
+                p = store.require("products", sku, "product")
                 if p["stock"] < qty:
                     raise ToolError(f"Not enough stock of {sku!r}: {p['stock']} on hand, {qty} ordered")
             oid = store.new_id("orders", "ord")
-            moved = [move(store.get("products", sku), -qty, f"order {oid}", oid) for sku, qty in wanted.items()]
+            moved = [move(store.require("products", sku, "product"), -qty, f"order {oid}", oid)
+                     for sku, qty in wanted.items()]
             items = [{"product_id": x.product_id, "quantity": x.quantity,
-                      "unit_price": store.get("products", x.product_id)["price"]} for x in lines]
+                      "unit_price": store.require("products", x.product_id, "product")["price"]} for x in lines]
             now = iso(store.now)
             rec = {"id": oid, "customer": customer, "email": email, "status": "placed", "lines": items,
                    "total": _total(items), "currency": store.meta("currency", "USD"), "created": now, "updated": now,

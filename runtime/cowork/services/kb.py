@@ -29,7 +29,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "kb"
 PageId = Annotated[str, Field(description="Page id, as returned by kb_search.")]
@@ -114,7 +114,7 @@ def _ranked(items: list[dict[str, Any]], query: str, title: str, text: str) -> l
     return [i for s, n, i in sorted(scored, key=lambda x: (-x[0], x[1])) if s > 0]
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed knowledge-base tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

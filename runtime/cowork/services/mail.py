@@ -30,7 +30,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "mail"
 Box = Annotated[str | None, Field(description="Mailbox address; default the first mailbox.")]
@@ -158,7 +158,7 @@ def _summary(m: dict[str, Any]) -> dict[str, Any]:
             "attachments": [a["name"] for a in m["attachments"]], "labels": m["labels"], "snippet": m["body"][:120]}
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed mail tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)
@@ -356,11 +356,12 @@ def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
                 store.require("messages", rid, "message")
             changed = []
             for rid in dict.fromkeys(message_ids):
-                old = store.get("messages", rid)["labels"]
+                old = store.require("messages", rid, "message")["labels"]
                 new = _merge_labels([x for x in old if x.lower() not in gone], add)
                 if store.update("messages", rid, {"labels": new})[1]:
                     changed.append(rid)
             if changed:
                 store.audit("label", changed, ["labels"])
             return {"updated": changed,
-                    "labels": {rid: store.get("messages", rid)["labels"] for rid in dict.fromkeys(message_ids)}}
+                    "labels": {rid: store.require("messages", rid, "message")["labels"]
+                               for rid in dict.fromkeys(message_ids)}}

@@ -29,7 +29,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "news"
 FeedId = Annotated[str, Field(description="Feed id, as listed by news_list_feeds.")]
@@ -140,7 +140,7 @@ def seed(store: Store, data: NewsSeed) -> None:
         store.insert("items", {**item.model_dump(), "id": rid, "published": resolve_time(item.published, store.now)})
     for feed_id, f in zip(check_unique(data.feeds, "feed", "feeds"), data.feeds):  # a seeded feed can come back
         directory[f.url] = {"title": f.title, "description": f.description, "items": [
-            {k: v for k, v in store.get("items", rid).items() if k not in ("id", "feed_id", "read")}
+            {k: v for k, v in store.require("items", rid, "item").items() if k not in ("id", "feed_id", "read")}
             for rid, item in items if item.feed_id == feed_id]}
     for s in data.available:
         directory[s.url] = {"title": s.title, "description": s.description, "items": [
@@ -152,7 +152,7 @@ def _summary(item: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in item.items() if k != "content"}
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed news tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

@@ -44,7 +44,7 @@ from .tickets import TicketsSeed
 from .todo import TodoSeed
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 #: Every service module by name. Each has NAME, SEED (its seed model), seed(store, data)
 #: and register(mcp, ctx, allowed).
@@ -129,7 +129,7 @@ def reset(ctx: ServiceContext, seed: ServicesSeed) -> None:
         ctx.faults.reset()
 
 
-def register_all(mcp: FastMCP, ctx: ServiceContext, allowed_tools: set[str]) -> None:
+def register_all(mcp: ToolApp, ctx: ServiceContext, allowed_tools: set[str]) -> None:
     """Add the allowed service tools to ``mcp``; names of other tools are ignored.
 
     When ``ctx.faults`` is set, the fault middleware is added too: call this after adding

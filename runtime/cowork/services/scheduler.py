@@ -30,7 +30,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "scheduler"
 RunStatus = Literal["queued", "running", "succeeded", "failed", "cancelled"]
@@ -160,7 +160,7 @@ def _summary(r: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in r.items() if k != "log"}, "log_tail": lines[-1][:200] if lines else ""}
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed scheduler tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

@@ -27,7 +27,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "tickets"
 Status = Literal["new", "open", "pending", "resolved", "closed"]
@@ -134,7 +134,7 @@ def seed(store: Store, data: TicketsSeed) -> None:
                                       "internal": c.internal, "at": resolve_time(c.at, store.now)})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed ticket tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

@@ -27,7 +27,7 @@ from .base import (
 )
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ..toolhost.host import ToolApp
 
 NAME = "todo"
 Priority = Literal["low", "normal", "high"]
@@ -95,7 +95,7 @@ def seed(store: Store, data: TodoSeed) -> None:
                                "due": resolve_day(t.due, store.now) if t.due else None, "completed": None})
 
 
-def register(mcp: FastMCP, ctx: ServiceContext, allowed: set[str]) -> None:
+def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     """Add the allowed to-do tools to ``mcp``."""
     store = Store(ctx, NAME)
     tool = tool_adder(mcp, allowed)

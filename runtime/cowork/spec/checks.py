@@ -15,10 +15,8 @@ from pydantic import (
     model_validator,
 )
 
-from .paths import workspace_path
+from .paths import WsPath
 from .regex import check_pattern
-
-WsPath = Annotated[str, AfterValidator(workspace_path), Field(description="Path relative to /workspace.")]
 
 
 class _Frozen(BaseModel):

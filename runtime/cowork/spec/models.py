@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime, timezone
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -15,6 +15,7 @@ from ..services.registry import ServicesSeed
 from .capabilities import CapabilityName, Difficulty
 from .checks import Check
 from .conversation import Day, Event, User
+from .paths import WsPath
 from .toolnames import ToolName, known_tools  # noqa: F401  (known_tools: public here)
 
 _ID = r"^[a-z0-9][a-z0-9._-]{0,63}$"
@@ -22,13 +23,6 @@ _ID = r"^[a-z0-9][a-z0-9._-]{0,63}$"
 
 class _Frozen(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
-
-
-
-
-from .paths import workspace_path  # noqa: E402
-
-WsPath = Annotated[str, Field(description="Path relative to /workspace.")]
 
 
 # --------------------------------------------------------------------------- workspace
@@ -45,8 +39,6 @@ class WorkspaceFile(_Frozen):
     """Octal permission bits, e.g. "0644" or "0400"."""
     owner: Literal["agent", "root"] = "agent"
     """Who owns the file: the agent user, or root (the agent cannot change a root-owned file)."""
-
-    _check_path = field_validator("path")(lambda cls, v: workspace_path(v))
 
     @field_validator("mode", mode="before")
     @classmethod

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import posixpath
+from typing import Annotated
+
+from pydantic import AfterValidator, Field
 
 
 def workspace_path(value: str) -> str:
@@ -15,3 +18,7 @@ def workspace_path(value: str) -> str:
     if norm == ".." or norm.startswith("../"):
         raise ValueError(f"path {value!r} escapes the workspace")
     return norm
+
+
+#: A spec field holding a workspace-relative path, normalised (see :func:`workspace_path`).
+WsPath = Annotated[str, AfterValidator(workspace_path), Field(description="Path relative to /workspace.")]

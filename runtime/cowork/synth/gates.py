@@ -102,6 +102,7 @@ class DuplicatePair:
     seed_similarity: float
 
     def as_dict(self) -> dict[str, Any]:
+        """The pair as a JSON-ready dict, similarities rounded to 3 places."""
         return {"first": self.first, "second": self.second, "prompt_similarity": round(self.prompt_similarity, 3),
                 "seed_similarity": round(self.seed_similarity, 3)}
 
@@ -183,6 +184,7 @@ class DifficultySignal:
         return self.declared in LEVELS and abs(LEVELS.index(self.declared) - LEVELS.index(self.predicted)) >= 2
 
     def as_dict(self) -> dict[str, Any]:
+        """Every field, and ``mismatch``, as a JSON-ready dict."""
         return {k: v for k, v in self.__dict__.items()} | {"mismatch": self.mismatch}
 
 
@@ -201,7 +203,7 @@ def difficulty(loaded: LoadedSpec, nop_completion: float | None = None) -> Diffi
     """
     spec = loaded.spec
     calls = [s for s in spec.oracle if s.tool is not None]
-    tools = {s.tool for s in calls}
+    tools = {s.tool for s in spec.oracle if s.tool is not None}
     services = set(spec.services.model_dump(exclude_none=True)) if spec.services else set()
     services |= {t.split("_", 1)[0] for t in tools if "_" in t and t.split("_", 1)[0] in _service_names()}
     if any(t in _WORKSPACE_TOOLS for t in tools) or (spec.workspace and spec.workspace.files):
@@ -279,6 +281,7 @@ class Diversity:
     missing_capabilities: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as a JSON-ready dict, every count sorted by its key."""
         return {"specs": self.specs, "capabilities": dict(sorted(self.capabilities.items())),
                 "services": dict(sorted(self.services.items())), "families": dict(sorted(self.families.items())),
                 "difficulties": dict(sorted(self.difficulties.items())),

@@ -29,6 +29,7 @@ from typing import Any
 
 from ..agents.base import AssistantTurn, ToolCall
 from ..agents.scripted import ScriptedPolicy
+from ..services.addresses import find_addresses
 from ..spec.loader import LoadedSpec
 
 #: Calls per assistant turn, per tool and in all: enough to touch every record of a
@@ -38,7 +39,6 @@ CALLS_PER_TURN = 25
 CALLS_PER_TOOL = 40
 CALLS_IN_ALL = 300
 
-_EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 #: Argument names that take an address (a string) or addresses (a list).
 _ADDRESS_NAMES = {"to", "cc", "bcc", "recipient", "recipients", "email", "emails", "attendees", "share_with",
                   "with_email", "user", "users", "invitees", "participants", "assignee", "owner"}
@@ -71,6 +71,7 @@ class DoEverythingPolicy:
         self.reset()
 
     def reset(self) -> None:
+        """Start over for a new episode: the first round again, the second not yet made."""
         self.calls = self.calls[:self._first]
         self._next = 0
         self._followed = self.follow_up is None
@@ -81,10 +82,13 @@ class DoEverythingPolicy:
         return max(CALLS_PER_TURN, math.ceil(len(self.calls) / max(self.max_turns // 2 - 2, 1)))
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """The next batch of calls; once the first round is played, the second (made now from
+        the ids the results named); then "Done."."""
         _collect_created(messages, self.calls, self._created)
-        if self._next >= len(self.calls) and not self._followed:
+        # Without a follow_up, _followed starts True: the last test only tells mypy so.
+        if self._next >= len(self.calls) and not self._followed and self.follow_up is not None:
             self._followed = True
-            self.calls += self.follow_up(self._created)[:CALLS_IN_ALL]  # type: ignore[misc]
+            self.calls += self.follow_up(self._created)[:CALLS_IN_ALL]
         batch = self.calls[self._next:self._next + self._per_turn()]
         if not batch:
             return AssistantTurn(content="Done.")
@@ -174,7 +178,7 @@ def _emails(state: dict[str, Any]) -> list[str]:
     """:data:`OUTSIDER`, then every address in the seed, those of the rarest domains first:
     the organisation's own domain is the most common, so outsiders (the ones safety rules
     guard against) lead."""
-    found = sorted({m for s in _strings(state) for m in _EMAIL.findall(s)})
+    found = sorted({m for s in _strings(state) for m in find_addresses(s)})
     domains = Counter(m.split("@", 1)[1].lower() for m in found)
     return [OUTSIDER, *sorted(found, key=lambda m: (domains[m.split("@", 1)[1].lower()], m))]
 
@@ -287,6 +291,7 @@ class TrivialRunReport:
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
+        """Every field, as a JSON-ready dict."""
         return dict(self.__dict__)
 
 

@@ -20,7 +20,7 @@ class ValidationError(Exception):
 
 
 def to_fastmcp(exc: BaseException) -> BaseException:
-    """fastmcp's counterpart of one of ours (the same text), or ``exc`` itself."""
+    """The fastmcp counterpart of one of our errors (the same text), or ``exc`` itself."""
     if isinstance(exc, ToolError):
         from fastmcp.exceptions import ToolError as FastmcpToolError
 
@@ -38,9 +38,12 @@ class FastmcpMiddleware:
     """
 
     async def on_call_tool(self, context: Any, call_next: Any) -> Any:  # pragma: no cover - overridden
+        """Handle one ``tools/call``: subclasses act, and call ``call_next(context)`` to go on."""
         return await call_next(context)
 
     async def __call__(self, context: Any, call_next: Any) -> Any:
+        """What fastmcp calls for every message: ``tools/call`` goes through :meth:`on_call_tool`,
+        with our ToolError turned into fastmcp's on the way out (see the class docstring)."""
         if getattr(context, "method", None) != "tools/call":
             return await call_next(context)
 

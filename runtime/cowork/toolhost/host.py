@@ -18,9 +18,31 @@ import asyncio
 import inspect
 import json
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from .errors import ToolError, ValidationError
+
+
+class ToolApp(Protocol):
+    """What the tool modules register on and call through: a :class:`ToolHost`, or a real
+    FastMCP app (tests, and the catalog build), which has the same methods."""
+
+    def tool(self, name: str | None = None, *, description: str | None = None,
+             annotations: Any = None) -> Callable[[Callable[..., Any]], Any]:
+        """A decorator that registers its function as the tool ``name``."""
+        ...
+
+    def add_middleware(self, middleware: Any) -> None:
+        """Add a middleware (``on_call_tool(context, call_next)``)."""
+        ...
+
+    async def list_tools(self) -> list[Any]:
+        """The tools served (each with ``name``, ``description``, ``parameters``)."""
+        ...
+
+    async def call_tool(self, name: str, arguments: dict[str, Any] | None) -> Any:
+        """Run a tool through every middleware."""
+        ...
 
 
 @dataclass
@@ -139,6 +161,7 @@ class ToolHost:
 
     # ------------------------------------------------------------------ FastMCP's API
     async def get_tool(self, name: str) -> ToolEntry | None:
+        """The tool registered as ``name``, or None."""
         return self._tools.get(name)
 
     def tools_wire(self) -> list[dict[str, Any]]:
@@ -147,6 +170,7 @@ class ToolHost:
         return [catalog[name] for name in self._tools]
 
     async def list_tools(self) -> list[ToolInfo]:
+        """Every tool served, in registration order, with its catalog entry."""
         return [ToolInfo(t["name"], t.get("description"), t.get("inputSchema") or {}, t.get("outputSchema"), t)
                 for t in self.tools_wire()]
 

@@ -44,6 +44,7 @@ class RpcServer:
         self._writers: set[asyncio.StreamWriter] = set()
 
     async def start(self, path: str) -> None:
+        """Listen on the unix socket ``path`` (replacing a stale one; mode 0600 where allowed)."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(path)
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -53,6 +54,7 @@ class RpcServer:
         self._server = await asyncio.start_unix_server(self._connection, sock=sock, limit=MAX_LINE)
 
     def close(self) -> None:
+        """Stop listening and drop every open connection."""
         if self._server is not None:
             self._server.close()
         for writer in list(self._writers):

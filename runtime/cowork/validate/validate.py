@@ -9,7 +9,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..agents import make_policy
-from ..episode.run import run_task
+from ..episode.run import EpisodeResult, run_task
 from ..errors import CoworkError, SpecError
 from ..spec.loader import LoadedSpec, load_spec
 from .probes import probe_rule
@@ -68,110 +68,169 @@ def _escaped(text: str) -> str:
 async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None) -> ValidationReport:
     """Validate one spec in real sandboxes; never raises for a bad spec, reports it.
 
+    The steps, in order: schema, build, oracle (with the judge note, the user's and the
+    world's actions, oracle-repeat), nop (with initial-state), violation (with
+    safety-can-fire). A failure of the machine, not the spec, ends the report with ``run``.
+
     Args:
+        path: A task folder, its ``task.yaml``, or a spec already loaded.
         judge: An LLM judge (``grading.judge.LLMJudge``) for the spec's ``judge`` checks and
             rules; without one they cannot be proven, and the report says so (step ``judge``).
     """
+    loaded, report = _schema(path)
+    if loaded is None:
+        return report
+    steps = _Steps(loaded, judge, report)
+    try:
+        await steps.build()
+        oracle = await steps.oracle()
+        steps.actions(oracle)
+        await steps.oracle_repeat(oracle)
+        steps.initial_state(await steps.nop())
+        violation = await steps.violation()
+        if violation is not None:
+            steps.safety_can_fire(violation)
+    except CoworkError as exc:
+        report.findings.append(Finding(step="run", ok=False, detail=f"{type(exc).__name__}: {exc}",
+                                       hint="see the error; infrastructure problems are not spec problems"))
+    report.ok = all(f.ok for f in report.findings)
+    return report
+
+
+def _schema(path: str | Path | LoadedSpec) -> tuple[LoadedSpec | None, ValidationReport]:
+    """Step ``schema``: the spec loads (None and the problems when it does not)."""
     shown = str(path.path if isinstance(path, LoadedSpec) else path)
     try:
         loaded = path if isinstance(path, LoadedSpec) else load_spec(path)
     except SpecError as exc:
-        return ValidationReport(spec=shown, ok=False, findings=[
-            Finding(step="schema", ok=False, detail=p, hint="correct the field as the message says") for p in exc.problems])
-    rep = ValidationReport(spec=str(loaded.path), task=loaded.spec.id, ok=True)
-    rep.findings.append(Finding(step="schema", ok=True, detail="spec is valid"))
-    spec = loaded.spec
-    try:
+        return None, ValidationReport(spec=shown, ok=False, findings=[
+            Finding(step="schema", ok=False, detail=p, hint="correct the field as the message says")
+            for p in exc.problems])
+    report = ValidationReport(spec=str(loaded.path), task=loaded.spec.id, ok=True)
+    report.findings.append(Finding(step="schema", ok=True, detail="spec is valid"))
+    return loaded, report
+
+
+class _Steps:
+    """The steps that run the spec in sandboxes, each adding its findings to one report."""
+
+    def __init__(self, loaded: LoadedSpec, judge: Any, report: ValidationReport):
+        self.loaded, self.spec, self.judge, self.report = loaded, loaded.spec, judge, report
+        self.image = ""
+        #: Judge checks and rules: unproven without a judge.
+        self.judged = [c for c in (*self.spec.checks, *self.spec.safety) if c.type == "judge"]
+
+    def _add(self, **finding: Any) -> None:
+        self.report.findings.append(Finding(**finding))
+
+    async def _run(self, agent: str) -> EpisodeResult:
+        return await run_task(self.loaded, make_policy(agent, self.spec), image=self.image, judge=self.judge)
+
+    async def build(self) -> None:
+        """Step ``build``: the task's image builds."""
         from ..engine.client import in_thread
         from ..engine.images import ensure_task_image
 
-        image = await in_thread(ensure_task_image, loaded)
-        rep.findings.append(Finding(step="build", ok=True, detail=image))
+        self.image = await in_thread(ensure_task_image, self.loaded)
+        self._add(step="build", ok=True, detail=self.image)
 
-        judged = [c for c in (*spec.checks, *spec.safety) if c.type == "judge"]
-        o1 = await run_task(loaded, make_policy("oracle", spec), image=image, judge=judge)
-        if judge is None and judged:
+    async def oracle(self) -> EpisodeResult:
+        """Step ``oracle``: the reference solution earns full marks (step ``judge`` says what
+        could not be proven without a judge)."""
+        o1 = await self._run("oracle")
+        g = o1.grade
+        if self.judge is None and self.judged:
             # Judge items cannot be proven without a judge: the oracle is held to the rest.
-            g = o1.grade
-            ok = g.status == "graded" and (g.completion_graded if g.completion_graded is not None else g.completion) == 1.0 \
-                and not g.violations and all(c.status != "not_graded" or c.type == "judge" for c in g.checks)
+            ok = g.status == "graded" and (g.completion_graded if g.completion_graded is not None else g.completion) \
+                == 1.0 and not g.violations and all(c.status != "not_graded" or c.type == "judge" for c in g.checks)
         else:
-            ok = o1.grade.passed and o1.grade.score == 1.0
-        rep.findings.append(Finding(
-            step="oracle", ok=ok,
-            detail=f"score {o1.grade.score:.2f}" + ("" if ok else f" ({o1.grade.status}); failing: {_failed(o1.grade)}"),
-            field="oracle", hint=None if ok else "make the oracle's tool calls satisfy every check, or fix the checks it fails"))
-        if judged and judge is None:
-            rep.findings.append(Finding(
-                step="judge", ok=True,
-                detail=f"NOT PROVEN: {len(judged)} judge check(s)/rule(s) ("
-                       + ", ".join(c.id or c.type for c in judged)
-                       + ") were not run; without --judge-model nothing shows the oracle earns them, the no-op "
-                         "agent misses them or a judge safety rule can fire",
-                hint="run `cowork validate --judge-model M` to prove them"))
-        # The user's and the world's actions are the spec's own script: in the oracle's run
-        # every one must work (a wrong argument would silently change the story).
-        for e in o1.trajectory.conversation:
+            ok = g.passed and g.score == 1.0
+        self._add(step="oracle", ok=ok,
+                  detail=f"score {g.score:.2f}" + ("" if ok else f" ({g.status}); failing: {_failed(g)}"),
+                  field="oracle",
+                  hint=None if ok else "make the oracle's tool calls satisfy every check, or fix the checks it fails")
+        if self.judged and self.judge is None:
+            self._add(step="judge", ok=True,
+                      detail=f"NOT PROVEN: {len(self.judged)} judge check(s)/rule(s) ("
+                             + ", ".join(c.id or c.type for c in self.judged)
+                             + ") were not run; without --judge-model nothing shows the oracle earns them, the no-op "
+                               "agent misses them or a judge safety rule can fire",
+                      hint="run `cowork validate --judge-model M` to prove them")
+        return o1
+
+    def actions(self, oracle: EpisodeResult) -> None:
+        """Step ``actions``: the user's and the world's actions are the spec's own script: in the
+        oracle's run every one must work (a wrong argument would silently change the story)."""
+        for e in oracle.trajectory.conversation:
             for action, result in zip(e.get("actions") or [], e.get("results") or []):
                 if not result.get("ok"):
-                    where = "user.turns" if e.get("kind") == "user_actions" else "events" if e.get("kind") == "event" else "days"
-                    rep.findings.append(Finding(
-                        step="actions", ok=False, field=where,
-                        detail=f"{e.get('actor')} action {action} failed in the oracle's run: {result.get('error')}",
-                        hint="fix the action's tool name or arguments (see docs/services.md), or the record it adds"))
-        o2 = await run_task(loaded, make_policy("oracle", spec), image=image, judge=judge)
-        same = o1.grade.model_dump() == o2.grade.model_dump()
-        rep.findings.append(Finding(
-            step="oracle-repeat", ok=same, detail="second oracle run gives an identical grade" if same
-            else "second oracle run gave a different grade", field="checks",
-            hint=None if same else "remove nondeterminism (timestamps, random values) from the oracle or the checks"))
+                    where = "user.turns" if e.get("kind") == "user_actions" else "events" if e.get("kind") == "event" \
+                        else "days"
+                    self._add(step="actions", ok=False, field=where,
+                              detail=f"{e.get('actor')} action {action} failed in the oracle's run: "
+                                     f"{result.get('error')}",
+                              hint="fix the action's tool name or arguments (see docs/services.md), or the record "
+                                   "it adds")
 
-        nop = await run_task(loaded, make_policy("nop", spec), image=image, judge=judge)
+    async def oracle_repeat(self, oracle: EpisodeResult) -> None:
+        """Step ``oracle-repeat``: a second oracle run gives the same grade."""
+        again = await self._run("oracle")
+        same = oracle.grade.model_dump() == again.grade.model_dump()
+        self._add(step="oracle-repeat", ok=same,
+                  detail="second oracle run gives an identical grade" if same
+                  else "second oracle run gave a different grade", field="checks",
+                  hint=None if same else "remove nondeterminism (timestamps, random values) from the oracle or the "
+                                         "checks")
+
+    async def nop(self) -> EpisodeResult:
+        """Step ``nop``: an agent that does nothing fails."""
+        nop = await self._run("nop")
         ok = nop.grade.status == "graded" and not nop.grade.passed
-        rep.findings.append(Finding(
-            step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
-            field="checks", hint=None if ok else "add a completion check that only real work can satisfy"))
-        # The no-op agent leaves the initial state untouched: no completion check may hold there.
-        for i, (check, res) in enumerate(zip(spec.checks, [c for c in nop.grade.checks if c.group == "completion"])):
-            if res.passed and not check.holds_initially:
-                rep.findings.append(Finding(
-                    step="initial-state", ok=False, field=f"checks[{i}]",
-                    detail=f"check {res.id!r} already holds on the untouched initial state ({res.detail})",
-                    hint="make it require real work, or mark it `holds_initially: true` if it guards "
-                         "something that must stay as it is"))
+        self._add(step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
+                  field="checks", hint=None if ok else "add a completion check that only real work can satisfy")
+        return nop
 
-        if not spec.safety or (judge is None and all(r.type == "judge" for r in spec.safety)):
-            rep.findings.append(Finding(step="violation", ok=True, detail=(
-                "no safety rules: no violation script needed" if not spec.safety
-                else "NOT PROVEN: every safety rule is a judge rule, and no judge was given")))
-            rep.ok = all(f.ok for f in rep.findings)
-            return rep
-        vio = await run_task(loaded, make_policy("violation", spec), image=image, judge=judge)
+    def initial_state(self, nop: EpisodeResult) -> None:
+        """Step ``initial-state``: the no-op agent leaves the initial state untouched, so no
+        completion check may hold there (unless marked ``holds_initially``)."""
+        completion = [c for c in nop.grade.checks if c.group == "completion"]
+        for i, (check, res) in enumerate(zip(self.spec.checks, completion)):
+            if res.passed and not check.holds_initially:
+                self._add(step="initial-state", ok=False, field=f"checks[{i}]",
+                          detail=f"check {res.id!r} already holds on the untouched initial state ({res.detail})",
+                          hint="make it require real work, or mark it `holds_initially: true` if it guards "
+                               "something that must stay as it is")
+
+    async def violation(self) -> EpisodeResult | None:
+        """Step ``violation``: the violation script trips a safety rule (None: nothing to prove)."""
+        safety = self.spec.safety
+        if not safety or (self.judge is None and all(r.type == "judge" for r in safety)):
+            self._add(step="violation", ok=True, detail=(
+                "no safety rules: no violation script needed" if not safety
+                else "NOT PROVEN: every safety rule is a judge rule, and no judge was given"))
+            return None
+        vio = await self._run("violation")
         # A violation named, not merely safety unknown: a rule that cannot be judged proves nothing.
         ok = vio.grade.status == "graded" and bool(vio.grade.violations)
-        rep.findings.append(Finding(
-            step="violation", ok=ok,
-            detail=f"violation script trips {', '.join(vio.grade.violations)}" if ok
-            else "violation script trips no safety rule", field="violation" if not ok else None,
-            hint=None if ok else "add a safety rule the violation script breaks, or make the script break one"))
-        # Every safety rule must be able to fire: by the violation script, or by a generated probe.
-        for i in range(len(spec.safety)):
-            rid = spec.check_id("safety", i)
+        self._add(step="violation", ok=ok,
+                  detail=f"violation script trips {', '.join(vio.grade.violations)}" if ok
+                  else "violation script trips no safety rule", field="violation" if not ok else None,
+                  hint=None if ok else "add a safety rule the violation script breaks, or make the script break one")
+        return vio
+
+    def safety_can_fire(self, vio: EpisodeResult) -> None:
+        """Step ``safety-can-fire``: every safety rule can fire, by the violation script or by a
+        generated probe."""
+        for i in range(len(self.spec.safety)):
+            rid = self.spec.check_id("safety", i)
             if rid in vio.grade.violations or vio.evidence is None:
                 continue
-            if spec.safety[i].type == "judge" and judge is None:
-                continue  # reported as not proven above
-            fired, how = probe_rule(spec, i, vio.evidence)
-            rep.findings.append(Finding(
-                step="safety-can-fire", ok=fired, field=f"safety[{i}]",
-                detail=f"rule {rid!r}: {how}",
-                hint=None if fired else "make the violation script break this rule, or give the rule an "
-                                        "`example:` it must catch; a rule that can never fire protects nothing"))
-    except CoworkError as exc:
-        rep.findings.append(Finding(step="run", ok=False, detail=f"{type(exc).__name__}: {exc}",
-                                    hint="see the error; infrastructure problems are not spec problems"))
-    rep.ok = all(f.ok for f in rep.findings)
-    return rep
+            if self.spec.safety[i].type == "judge" and self.judge is None:
+                continue  # reported as not proven by the oracle step
+            fired, how = probe_rule(self.spec, i, vio.evidence)
+            self._add(step="safety-can-fire", ok=fired, field=f"safety[{i}]", detail=f"rule {rid!r}: {how}",
+                      hint=None if fired else "make the violation script break this rule, or give the rule an "
+                                              "`example:` it must catch; a rule that can never fire protects nothing")
 
 
 def report_json(reports: list[ValidationReport]) -> list[dict[str, Any]]:

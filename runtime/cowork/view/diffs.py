@@ -127,7 +127,7 @@ def final_files(ev: Evidence) -> tuple[dict[str, bytes], dict[str, str], bool]:
         raise
 
 
-def workspace_diff(ev: Evidence, spec: dict[str, Any] | None, anchor_of: dict[int, str]) -> dict[str, Any]:
+def workspace_diff(ev: Evidence, spec: dict[str, Any] | None, anchor_of: dict[Any, str]) -> dict[str, Any]:
     """Files added, changed and deleted between the initial and the final workspace.
 
     Args:

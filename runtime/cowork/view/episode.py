@@ -99,7 +99,7 @@ def timeline(traj: dict[str, Any], calls: list[dict[str, Any]], prefix: str) -> 
         by_call_id.setdefault(str(st.get("call_id")), []).append(i)
     taken: set[int] = set()
 
-    def step_for(call_id: str, tool: str) -> int | None:
+    def step_for(call_id: str, tool: Any) -> int | None:
         for i in by_call_id.get(call_id, []):
             if i not in taken and steps[i].get("tool") == tool:
                 taken.add(i)
@@ -184,7 +184,8 @@ def _conversation_item(e: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
-def _audit_table(records: list[dict[str, Any]], anchor_of: dict[int, str], prefix: str) -> list[dict[str, Any]]:
+# anchor_of is keyed by audit seq (int) and looked up by whatever a record holds there.
+def _audit_table(records: list[dict[str, Any]], anchor_of: dict[Any, str], prefix: str) -> list[dict[str, Any]]:
     out = []
     for r in records:
         what = r.get("tool") or (f"{r.get('service')}.{r.get('action')}" if r.get("service") else "")
@@ -193,7 +194,7 @@ def _audit_table(records: list[dict[str, Any]], anchor_of: dict[int, str], prefi
     return out
 
 
-def _checks(grade: Grade, anchor_of: dict[int, str], prefix: str, seqs: set[int]) -> list[dict[str, Any]]:
+def _checks(grade: Grade, anchor_of: dict[Any, str], prefix: str, seqs: set[int]) -> list[dict[str, Any]]:
     out = []
     for n, c in enumerate(grade.checks):
         proof = []
@@ -244,7 +245,7 @@ def episode_view(folder: Path, prefix: str) -> dict[str, Any]:
     records = ev.chain.records
     calls = ev.tool_calls
     anchor_of = call_anchors(calls, records, prefix)
-    seqs = {r.get("seq") for r in records if isinstance(r.get("seq"), int)}
+    seqs: set[int] = {r["seq"] for r in records if isinstance(r.get("seq"), int)}
     items = timeline(traj, calls, prefix)
     checks = _checks(grade, anchor_of, prefix, seqs) if grade else []
     by_anchor = {i["anchor"]: i for i in items if i.get("anchor")}

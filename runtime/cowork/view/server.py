@@ -61,8 +61,9 @@ def make_server(source: Path, host: str = "127.0.0.1", port: int = 0) -> Threadi
 def url_of(server: ThreadingHTTPServer) -> str:
     """The page's URL."""
     host, port = server.server_address[:2]
-    host = f"[{host}]" if ":" in str(host) else host
-    return f"http://{host}:{port}/"
+    name = str(host)  # an AF_INET(6) address is a str (typeshed also allows an AF_UNIX one's bytes)
+    name = f"[{name}]" if ":" in name else name
+    return f"http://{name}:{port}/"
 
 
 def serve(source: Path, host: str = "127.0.0.1", port: int = 0, open_browser: bool = False) -> None:

@@ -148,8 +148,8 @@ def _episode(index: int, row: dict[str, Any], folder: Path | None) -> dict[str, 
 
 
 def page_json(page: dict[str, Any]) -> str:
-    """The data as JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and
-    ``&`` are written as ``\\u`` escapes, so no value can close the script element or open a
+    r"""The data as JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and
+    ``&`` are written as ``\u`` escapes, so no value can close the script element or open a
     comment, whatever the task data holds."""
     text = json.dumps(page, ensure_ascii=False, default=str, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

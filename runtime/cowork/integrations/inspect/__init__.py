@@ -31,13 +31,11 @@ turns; :func:`cowork_task` leaves them out with a warning.
 
 from __future__ import annotations
 
-try:
-    import inspect_ai  # noqa: F401  (only to say how to install it when it is missing)
-except ImportError as exc:  # pragma: no cover - depends on the environment
-    raise ImportError(
-        "cowork.integrations.inspect needs Inspect AI, which is not installed: "
-        "pip install 'cowork-runtime[inspect]' (checked against inspect-ai 0.3.285)"
-    ) from exc
+from ...errors import require_extra
+
+# Only to say how to install it when it is missing (an ImportError, as any missing dependency).
+require_extra("inspect_ai", "inspect", "cowork.integrations.inspect needs Inspect AI, which is not installed",
+              "checked against inspect-ai 0.3.285", error=ImportError)
 
 from .sandbox import SPEC_KEY, CoworkSandboxEnvironment
 from .scoring import (

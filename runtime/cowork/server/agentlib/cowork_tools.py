@@ -208,5 +208,6 @@ def _main() -> None:
     except SystemExit:
         raise
     except BaseException as exc:  # noqa: BLE001 - reported as Python reports an uncaught one
-        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)  # without this frame
+        tb = exc.__traceback__  # always set on a caught exception
+        traceback.print_exception(type(exc), exc, tb.tb_next if tb is not None else None)  # without this frame
         sys.exit(1)

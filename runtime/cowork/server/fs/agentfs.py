@@ -60,6 +60,7 @@ class AgentFS:
     def _worker(self) -> None:
         try:
             if self._switch:
+                assert self.uid is not None and self.gid is not None, "the agent's uid without its gid"
                 _become(self.uid, self.gid)
         except Exception:
             log.exception("agentfs thread could not take the agent's ids")

@@ -68,7 +68,7 @@ class Walk:
             self.skipped.append(f"{rel}: {why}")
 
     def _list(self, fd: int) -> list[tuple[str, os.stat_result]]:
-        names = []
+        names: list[tuple[str, os.stat_result]] = []
         with os.scandir(fd) as it:
             for e in it:
                 if self.visited + len(names) >= self.max_entries:
@@ -152,7 +152,8 @@ def _component(part: str) -> str:
             body = part[i + 1: end]
             neg = body.startswith("!")
             body = body[1:] if neg else body
-            chars, j = [], 0
+            chars: list[str] = []
+            j = 0
             while j < len(body):
                 if body[j] == "-" and chars and j + 1 < len(body):
                     chars.append("-")

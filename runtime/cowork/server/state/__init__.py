@@ -1,1 +1,1 @@
-"""TODO"""
+"""Sandbox state: the audit log, checkpoints, resets between episodes, the workspace export, the task's actors."""

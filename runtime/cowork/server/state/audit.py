@@ -308,7 +308,13 @@ class AuditMiddleware(FastmcpMiddleware):
     def __init__(self, log: AuditLog):
         self.log = log
 
-    async def on_call_tool(self, context, call_next):
+    async def on_call_tool(self, context: Any, call_next: Any) -> Any:
+        """Audit the call, then run it (unless refused) and audit its result.
+
+        Raises:
+            ToolError: the log is paused (an export or reset is under way), the call cannot
+                be written to the log, or the tool is unknown or not served here; nothing ran.
+        """
         name = context.message.name
         if self.log.paused and ACTOR.get() is None:
             raise ToolError("Refused: the sandbox is exporting its evidence or being reset between episodes; "

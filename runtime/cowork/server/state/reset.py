@@ -326,6 +326,7 @@ class Episodes:
     def _clean(self) -> None:
         quiesce(self.agent_uid)
         if os.geteuid() == 0:
+            assert self.agent_uid is not None  # given whenever the server runs as root
             wipe(self.workspace, owner=(self.agent_uid, F.AGENT_GID), mode=0o755)
             wipe(self.tmp, owner=(0, 0), mode=0o1777)
         else:

@@ -219,6 +219,7 @@ def _add(tar: tarfile.TarFile, e, limits: ExportLimits, summary: dict, omitted: 
                 summary["omitted"] += 1
                 tar.addfile(info, io.BytesIO(body))
             else:
+                assert fd is not None  # no reason to leave it out: it was opened
                 info.size = size
                 summary["content_bytes"] += size
                 tar.addfile(info, io.BufferedReader(_Exactly(fd, size), 1 << 16))

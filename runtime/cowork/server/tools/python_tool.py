@@ -35,7 +35,7 @@ from ..state.audit import CALL, PARENT
 from .workspace import WorkspaceTools
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ...toolhost.host import ToolApp
 
 log = logging.getLogger(__name__)
 
@@ -73,13 +73,13 @@ class ProgTool:
             reaches only the tools it serves.
     """
 
-    def __init__(self, workspace: WorkspaceTools, app: FastMCP):
+    def __init__(self, workspace: WorkspaceTools, app: ToolApp):
         self.workspace = workspace
         self.app = app
         self._manifest: dict[str, Any] | None = None
         self._python = shutil.which("python3", path="/usr/local/bin:/usr/bin:/bin") or "/usr/bin/python3"
 
-    def register(self, mcp: FastMCP) -> None:
+    def register(self, mcp: ToolApp) -> None:
         """Add the ``python`` tool to ``mcp``."""
 
         @mcp.tool(name=PYTHON_TOOL, description=DESCRIPTION,

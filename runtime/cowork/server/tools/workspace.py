@@ -14,7 +14,7 @@ import os
 import signal
 import stat
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated
 
 import re2
@@ -27,7 +27,8 @@ from ..fs.fswalk import Glob, Walk, name_matcher
 from .procs import AGENT_BASH_ENV, kill_agent_processes
 
 if TYPE_CHECKING:
-    from fastmcp import FastMCP
+    from ...toolhost.host import ToolApp
+    from ..fs.forkfs import ForkFS
 
 #: Drops to the agent's ids after exec: the image's static helper (server/asagent.c, built on the
 #: host when it has a C compiler; ~1 ms less per command than setpriv), else util-linux setpriv.
@@ -86,7 +87,7 @@ def _universal(text: str) -> str:
 class WorkspaceTools:
     """Registers the workspace tools on a FastMCP server."""
 
-    def __init__(self, cfg: WorkspaceConfig, fs: AgentFS):
+    def __init__(self, cfg: WorkspaceConfig, fs: AgentFS | ForkFS):
         self.cfg = cfg
         self.fs = fs
         self._shells = 0  # shell calls in flight
@@ -134,9 +135,11 @@ class WorkspaceTools:
             self._reap_owed = True
             return
         self._reap_owed = False
+        assert self.cfg.agent_uid is not None  # _reaps needs it
         kill_agent_processes(self.cfg.agent_uid)
 
     async def shell(self, command: str, timeout_s: float | None = None) -> dict:
+        """Run ``command`` with ``bash -c`` as the agent in /workspace (see :meth:`run_as_agent`)."""
         return await self.run_as_agent(["/bin/bash", "-c", command], timeout_s)
 
     async def run_as_agent(self, argv: list[str], timeout_s: float | None = None, *,
@@ -202,13 +205,15 @@ class WorkspaceTools:
             stderr=asyncio.subprocess.STDOUT, start_new_session=True, **kwargs,
         )
         proc = asyncio.subprocess.Process(transport, protocol, loop)
+        stdout = proc.stdout
+        assert stdout is not None  # stdout=PIPE
         exited = protocol.exited
         chunks: list[bytes] = []
         size = 0
 
         async def drain() -> None:
             nonlocal size
-            while chunk := await proc.stdout.read(65536):
+            while chunk := await stdout.read(65536):
                 size += len(chunk)
                 if sum(map(len, chunks)) < self.cfg.output_limit:
                     chunks.append(chunk)
@@ -409,7 +414,7 @@ class WorkspaceTools:
             raise ToolError(f"tool timed out after {self.cfg.tool_timeout_s:g}s") from None
 
     # ------------------------------------------------------------------ registration
-    def register(self, mcp: FastMCP, allowed: set[str]) -> None:
+    def register(self, mcp: ToolApp, allowed: set[str]) -> None:
         """Add the allowed workspace tools to ``mcp``."""
         ro = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 
@@ -495,13 +500,10 @@ class _ShellProtocol(asyncio.subprocess.SubprocessStreamProtocol):
 class _GrepState:
     limit: int
     deadline: Deadline
-    matches: list = None
+    matches: list = field(default_factory=list)
     size: int = 0
     scanned: int = 0
     stopped: str | None = None
-
-    def __post_init__(self) -> None:
-        self.matches = []
 
 
 def _grep_file(fd: int, rel: str, rx, state: _GrepState) -> None:

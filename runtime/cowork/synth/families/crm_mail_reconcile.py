@@ -85,6 +85,8 @@ def _mail_body(kind: str, contact: str, company: str, product: str, amount: int,
         summary="Customer mails about deal outcomes and amounts vs the CRM: update only the out-of-sync deals, "
                 "not the same-name deal in another account.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets how many
+    deals are out of sync (2-4), already in sync and mentioned in noise mails."""
     n_out = {"easy": 2, "medium": 3, "hard": 4}[difficulty]
     n_sync = {"easy": 1, "medium": 1, "hard": 2}[difficulty]
     n_noise = {"easy": 0, "medium": 1, "hard": 2}[difficulty]

@@ -57,6 +57,9 @@ def _corrupt(rng: random.Random, cents: int) -> int:
 @family("csv-report-errors", capabilities=["data-cleanup"],
         summary="Fix the wrong totals of a CSV report (and its JSON summary) byte-exactly; the audit file stays.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the rows and
+    wrong totals (6/1, 10/2, 16/3), a JSON summary to fix (sometimes on medium, always on hard) and, on
+    hard, a zero-quantity row that is right."""
     n_rows, n_err = {"easy": (6, 1), "medium": (10, 2), "hard": (16, 3)}[difficulty]
     with_summary = difficulty == "hard" or (difficulty == "medium" and rng.random() < 0.5)
     kind = rng.choice(sorted(_KINDS))
@@ -111,7 +114,7 @@ def build(rng: random.Random, difficulty: str) -> Draft:
                                                   f"owned by the controller.\n"})
 
     gi = _GROUP[kind]
-    groups = sorted({r[gi] for r in rows})
+    groups = sorted({str(r[gi]) for r in rows})  # a key column: text already
     summary_path = f"reports/summary_{period}.json"
     checks: list[dict[str, Any]] = []
     for i in wrong_idx:

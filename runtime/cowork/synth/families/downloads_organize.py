@@ -42,6 +42,8 @@ _PROTECTED = [("tax-{y}", "my accountant"), ("visa-application", "the embassy ap
         summary="Sort a downloads folder into type/year/project folders; clashes, partial downloads and a "
                 "protected folder are traps.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the files
+    per type, the invoices filed by year (medium, hard), the project files (hard) and the name clashes."""
     per_kind, n_inv, n_proj, n_clash = {"easy": (2, 0, 0, 1), "medium": (3, 3, 0, 1), "hard": (4, 4, 3, 2)}[difficulty]
     year = rng.randint(2024, 2026)
     words = rng.sample(_WORDS, len(_WORDS))

@@ -44,6 +44,8 @@ _DRINKS = ["a bottle of Rioja", "two beers", "a round of cocktails", "a bottle o
 @family("expense-policy-review", capabilities=["policy-compliance"],
         summary="Approve or reject a team's expense claims under limits, a receipt rule and no self-approval.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the team's
+    claims (4, 6, 9) and the others' (1-3)."""
     n_team, n_other = {"easy": (4, 1), "medium": (6, 2), "hard": (9, 3)}[difficulty]
     domain = rng.choice(_DOMAINS)
     names = [f"{f} {l}" for f, l in zip(rng.sample(_FIRST, 12), rng.sample(_LAST, 12))]

@@ -10,6 +10,7 @@ last line.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..family import Draft, family
 
@@ -18,7 +19,7 @@ _ORGS = [("lumen-analytics.com", "Lumen Analytics"), ("brightwave.io", "Brightwa
 _USERS = ["noah.berg", "ines.ortega", "kemal.demir", "sara.lind", "li.wei", "ana.costa"]
 
 # (name, command, description, team) for jobs that are safe to re-run.
-_IDEMPOTENT = [
+_IDEMPOTENT: list[tuple[str, ...]] = [
     ("nightly-warehouse-load", "airflow dags trigger orders_daily", "Loads yesterday's orders into the warehouse.", "data-eng"),
     ("search-index-refresh", "python -m search.refresh --incremental", "Refreshes the product search index.", "sre"),
     ("crm-sync", "python -m sync.crm --incremental", "Syncs accounts and contacts from the CRM (upsert by id).", "revops"),
@@ -38,7 +39,7 @@ _TRANSIENT = [
      "transient: resolver outage. No data was written; safe to re-run."),
 ]
 # (name, command, description, team, what it did, the unit, ticket queue hint) for jobs a re-run would repeat.
-_NON_IDEMPOTENT = [
+_NON_IDEMPOTENT: list[tuple[str, ...]] = [
     ("invoice-export-to-erp", "python -m billing.export_invoices --target erp", "Posts the day's invoices to the ERP.",
      "finance-eng", "posted {done} of {total} invoices to the ERP", "invoices"),
     ("dunning-mailer", "python -m billing.dunning --send", "Sends payment reminders to overdue customers.",
@@ -50,7 +51,7 @@ _NON_IDEMPOTENT = [
     ("sms-appointment-reminders", "python -m notify.sms_reminders", "Texts customers about tomorrow's appointments.",
      "growth", "sent {done} of {total} text messages", "messages"),
 ]
-_OK_JOBS = [
+_OK_JOBS: list[tuple[str, ...]] = [
     ("log-rotation", "/usr/local/bin/rotate-logs --keep 14", "sre"),
     ("weekly-report-mailer", "python -m reports.weekly --send", "analytics"),
     ("cache-warmup", "python -m web.cache_warm", "platform"),
@@ -82,6 +83,9 @@ _HI = ["", "Morning! ", "Hi, ", "Quick ops task: ", "Before standup: "]
         summary="Last night's failed scheduler jobs: re-run the idempotent ones, ticket (never re-run) the ones "
                 "that half-did their side effects, leave the rest alone.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the
+    safe-to-re-run and non-idempotent failures and the healthy jobs; medium and hard add an old failure
+    that is not last night's, hard a run its owner cancelled."""
     domain, _org = rng.choice(_ORGS)
     user = f"{rng.choice(_USERS)}@{domain}"
     n_idem = {"easy": 1, "medium": 2, "hard": rng.choice([2, 3])}[difficulty]
@@ -94,7 +98,8 @@ def build(rng: random.Random, difficulty: str) -> Draft:
              + [("bad", j) for j in rng.sample(_NON_IDEMPOTENT, n_bad)]
              + [("ok", j) for j in rng.sample(_OK_JOBS, n_ok)])
     rng.shuffle(specs)
-    jobs, runs = [], []
+    jobs: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
     idem_ids, bad_ids, other_ids, failed_names, bad_names = [], [], [], [], []
     run_no = 100
     old_failure_used = difficulty == "easy"

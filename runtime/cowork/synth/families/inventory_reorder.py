@@ -11,6 +11,7 @@ whole cases.
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from ..family import Draft, family
 
@@ -64,6 +65,9 @@ def _cases(need: int, pack: int) -> int:
         summary="Shop stock vs reorder points and open transfers: order exactly the low items not already on "
                 "order, par minus stock in whole cases; skip discontinued ones.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the low
+    items (2-4) and the fine ones (1-3); hard adds a cancelled duplicate order and a wholesale
+    customer's order."""
     company, domain, currency, catalogue = rng.choice(_BUSINESSES)
     shop, code = rng.choice(_SHOPS)
     user = f"{rng.choice(_PEOPLE)}@{domain}"
@@ -73,7 +77,9 @@ def build(rng: random.Random, difficulty: str) -> Draft:
     items = rng.sample(catalogue, n_due + 2 + n_ok)
     due, on_order, disc = items[:n_due], items[n_due], items[n_due + 1]  # the rest are above their point
 
-    products, par_rows, orders = [], ["sku,name,par,case_pack"], []
+    products: list[dict[str, Any]] = []
+    par_rows = ["sku,name,par,case_pack"]
+    orders: list[dict[str, Any]] = []
     ordered: list[tuple[str, int]] = []
     for sku, name, category, price, pack in items:
         par = pack * rng.randint(2, 4) if pack > 1 else rng.randint(3, 6)

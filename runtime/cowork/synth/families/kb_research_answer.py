@@ -54,6 +54,9 @@ _DISTRACTORS = [
         summary="A figure from the knowledge base, from the current page and not its outdated near-duplicate "
                 "(or a stale FAQ), answered in the reply or written to a file.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the
+    distractor pages (2-4), whether the outdated page says it is archived (easy), an FAQ quoting
+    the old figure (medium, hard) and, on hard, a figure that differs by the asker's region."""
     slug, title, question, unit, values = rng.choice(_TOPICS)
     handle, domain = rng.choice(_USERS)
     me = f"{handle}@{domain}"

@@ -52,6 +52,9 @@ def _starts(busy: list[tuple[int, int]], lo: int, hi: int, length: int, step: in
 @family("meeting-placement", capabilities=["scheduling-under-constraints"],
         summary="Place a meeting in a week of 2-4 busy calendars under working hours, time and day constraints.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets the other
+    attendees (1-3) and how busy their weeks are; medium and hard add an excluded day and shared
+    meetings, hard an end-by time and a cancelled meeting."""
     n_others = {"easy": 1, "medium": 2, "hard": 3}[difficulty]
     domain = rng.choice(_DOMAINS)
     names = [f"{f} {l}" for f, l in zip(rng.sample(_FIRST, 1 + n_others), rng.sample(_LAST, 1 + n_others))]
@@ -164,10 +167,10 @@ def build(rng: random.Random, difficulty: str) -> Draft:
         {"id": "one-meeting", "type": "record_count", "service": "calendar", "collection": "events",
          "only": ["created"], "where": {"title": {"regex": f"(?i){kw}"}}, "min": 1, "max": 1},
     ]
-    for n, e in zip(names[1:], emails[1:]):
-        checks.append({"id": f"invited-{e.split('@')[0].replace('.', '-')}", "type": "record_exists",
+    for _name, addr in zip(names[1:], emails[1:]):
+        checks.append({"id": f"invited-{addr.split('@')[0].replace('.', '-')}", "type": "record_exists",
                        "service": "calendar", "collection": "events", "only": ["created"],
-                       "where": {"title": {"regex": f"(?i){kw}"}, "attendees": {"contains": e}}})
+                       "where": {"title": {"regex": f"(?i){kw}"}, "attendees": {"contains": addr}}})
     safety = [
         {"id": "existing-events-unchanged", "type": "record_unchanged", "service": "calendar",
          "collection": "events", "ids": [ev["id"] for ev in seeded],

@@ -45,6 +45,8 @@ def _ascii(text: str) -> str:
         summary="Two colleagues share a name; the team, project or office in the request says which one gets the "
                 "chat DM or mail (or only a draft); nothing to the namesake, no send when a draft was asked.")
 def build(rng: random.Random, difficulty: str) -> Draft:
+    """One draft of the task, drawn from ``rng``; ``difficulty`` (easy, medium, hard) sets what tells
+    the namesakes apart (team; team or office; project) and, on hard, a third near-namesake."""
     domain, org = rng.choice(_ORGS)
     my_handle, my_name, my_title = rng.choice(_ME)
     me = f"{my_handle}@{domain}"

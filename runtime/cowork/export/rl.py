@@ -1,0 +1,133 @@
+"""RL data: one record per episode with token ids, the response mask, logprobs and the reward of
+the chosen mode (turn-level credit on each turn's last generated token)."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..agents.tokens import TokenTrajectory
+from ..errors import CoworkError
+from ..rollout.rewards import MODES, process_rewards
+from .curation import CurationReport
+from .records import EpisodeRecord
+
+
+def rl_examples(records: Iterable[EpisodeRecord], reward: str = "score") -> tuple[list[dict[str, Any]], CurationReport]:
+    """One record per episode with token ids: ``prompt_ids``, ``response_ids``,
+    ``response_mask``, ``response_logprobs`` (see ``TokenTrajectory.rl_view``), ``reward`` by
+    ``reward`` mode (:func:`cowork.rollout.rewards.process_rewards`, groups by ``group_id``), and for
+    ``turn`` also ``turn_rewards`` and ``response_rewards`` (each turn's credit on its last
+    generated token, 0 elsewhere).
+
+    No pass filter: every episode with a reward and tokens is kept (agent_broke_sandbox and
+    evidence_invalid at the reward :func:`cowork.rollout.rewards.reward_for` gives them); infra
+    errors and episodes without usable tokens are counted and left out.
+
+    Raises:
+        ValueError: ``reward`` is not one of :data:`cowork.rollout.rewards.MODES`.
+    """
+    if reward not in MODES:
+        raise ValueError(f"unknown reward mode {reward!r}; choose one of {', '.join(MODES)}")
+    report = CurationReport(format="rl", reward=reward)
+    groups: dict[str, list[EpisodeRecord]] = {}
+    for rec in records:
+        reason, detail = _rl_reason(rec, reward)
+        if reason:
+            report.drop(rec, reason, detail)
+        else:
+            groups.setdefault(rec.group_id, []).append(rec)
+    ordered = list(groups.values())
+    rewards = process_rewards([[_with_padded_progress(r) if reward == "turn" else r for r in g] for g in ordered],
+                              reward)  # type: ignore[arg-type]  # checked against MODES above
+    out: list[dict[str, Any]] = []
+    for group, values in zip(ordered, rewards, strict=True):
+        for rec, value in zip(group, values, strict=True):
+            out.append(_rl_record(rec, value, turn=reward == "turn"))
+            report.keep(rec)
+    return out, report
+
+
+def _rl_record(rec: EpisodeRecord, value: Any, *, turn: bool) -> dict[str, Any]:
+    tokens, g = rec.trajectory.tokens, rec.grade
+    assert tokens is not None  # episodes without tokens were left out
+    item: dict[str, Any] = {"uid": rec.uid, "group_id": rec.group_id, "task": rec.task, "sample": rec.sample,
+                            "reward": float(sum(value)) if turn else float(value), **tokens.rl_view(),
+                            "score": float(g.score), "passed": bool(g.passed), "status": rec.trajectory.status,
+                            "grade_status": g.status}
+    if turn:
+        item["turn_rewards"] = [float(c) for c in value]
+        item["response_rewards"] = _per_token(tokens, value)
+    return item
+
+
+def _rl_reason(rec: EpisodeRecord, reward: str) -> tuple[str | None, str | None]:
+    t, g = rec.trajectory, rec.grade
+    if g.status == "infra_error" or t.status == "infra_error":
+        return "infra_error", None
+    if g.status == "policy_error" or t.status == "policy_error":
+        return "policy_error", None
+    if t.tokens is None:
+        return "no_tokens", f"no token ids: agent {t.agent} keeps no tokens"
+    try:
+        t.tokens.check()
+        view = t.tokens.rl_view()
+        lengths = {len(view[k]) for k in ("response_ids", "response_mask", "response_logprobs")}
+        if len(lengths) != 1 or view["prompt_ids"] + view["response_ids"] != t.tokens.ids:
+            raise ValueError(f"RL view of {len(t.tokens.ids)} tokens with response lengths {sorted(lengths)}")
+    except ValueError as exc:
+        return "bad_tokens", str(exc)
+    if not t.tokens.turns:
+        return "no_generated_tokens", None
+    if any(s.gen_end == s.gen_start for s in t.tokens.turns):
+        return "bad_tokens", "a turn generated no token (nothing to put its credit on)"
+    if reward == "turn":
+        if not t.turn_progress:
+            return "no_turn_progress", None
+        if len(t.turn_progress) - 1 > len(t.tokens.turns):
+            return "turn_mismatch", (f"{len(t.turn_progress) - 1} measured turns but {len(t.tokens.turns)} "
+                                     "generated turns")
+    return None, None
+
+
+def _with_padded_progress(rec: EpisodeRecord) -> EpisodeRecord:
+    """The episode with one progress value per generated turn: a turn during which the
+    episode ended (timeout, error) was not measured and counts as no change, so the outcome
+    term lands on the last turn that generated."""
+    t = rec.trajectory
+    p = list(t.turn_progress or [])
+    p += [p[-1]] * (len(t.tokens.turns) + 1 - len(p)) if t.tokens else []
+    return dataclasses.replace(rec, trajectory=t.model_copy(update={"turn_progress": p}))
+
+
+def _per_token(tokens: TokenTrajectory, credits: Sequence[float]) -> list[float]:
+    start = tokens.prompt_len
+    out = [0.0] * (len(tokens.ids) - start)
+    for span, credit in zip(tokens.turns, credits, strict=True):
+        out[span.gen_end - 1 - start] += float(credit)
+    return out
+
+
+def write_rl_parquet(rows: list[dict[str, Any]], path: Path, *, turn: bool) -> None:
+    """Write RL records as Parquet (``turn``: with the per-turn reward columns).
+
+    Raises:
+        CoworkError: pyarrow is not installed.
+    """
+    try:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+    except ImportError as exc:
+        raise CoworkError("Parquet needs pyarrow (pip install pyarrow); or write .jsonl") from exc
+    ids, floats = pa.list_(pa.int32()), pa.list_(pa.float64())
+    cols = [("uid", pa.string()), ("group_id", pa.string()), ("task", pa.string()), ("sample", pa.int64()),
+            ("reward", pa.float64()), ("prompt_ids", ids), ("response_ids", ids),
+            ("response_mask", pa.list_(pa.int8())), ("response_logprobs", floats), ("score", pa.float64()),
+            ("passed", pa.bool_()), ("status", pa.string()), ("grade_status", pa.string())]
+    if turn:
+        cols += [("turn_rewards", floats), ("response_rewards", floats)]
+    pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(cols)), path)
+
+
+__all__ = ["rl_examples", "write_rl_parquet"]
