@@ -23,7 +23,7 @@ from cowork.integrations import inspect as plugin
 from cowork.integrations.inspect.sandbox import _spec_path, _split_marked
 from cowork.integrations.inspect.tools import _inline_refs
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(code: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -8,7 +8,7 @@ import yaml
 from cowork.grading import CHECK_TYPES
 from cowork.spec.models import TaskSpec
 
-DOC = (Path(__file__).resolve().parents[1] / "docs" / "checks.md").read_text()
+DOC = (Path(__file__).resolve().parents[2] / "docs" / "checks.md").read_text()
 
 
 def _examples():

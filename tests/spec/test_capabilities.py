@@ -22,7 +22,7 @@ from cowork.spec.capabilities import Capability, capabilities
 from cowork.spec.loader import load_spec
 from cowork.spec.toolnames import known_tools
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SPEC_DIRS = sorted(p.parent for p in (ROOT / "specs").glob("*/task.yaml"))
 CAPS = capabilities()
 

@@ -18,7 +18,7 @@ from cowork.spec.loader import load_spec
 from cowork.synth import gates
 from cowork.synth.trivial import OUTSIDER, script
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SPECS = sorted((ROOT / "specs").glob("*/task.yaml"))
 
 

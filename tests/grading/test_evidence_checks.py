@@ -221,7 +221,7 @@ class TestSpecRegexes:
 
         from cowork.spec.loader import load_spec
 
-        specs = sorted(p.parent for p in (Path(__file__).resolve().parents[1] / "specs").glob("*/task.yaml"))
+        specs = sorted(p.parent for p in (Path(__file__).resolve().parents[2] / "specs").glob("*/task.yaml"))
         assert len(specs) >= 15
         for d in specs:
             load_spec(d)

@@ -31,7 +31,7 @@ from cowork.grading import Grade
 from cowork.grading.grade import CheckResult
 from fakes import FakeChatServer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CSV = str(ROOT / "specs" / "fix-csv-report")
 CONFIG = str(ROOT / "specs" / "update-service-config")
 ESC = "\x1b[31m"

@@ -21,8 +21,8 @@ from cowork.errors import SpecError
 from cowork.grading import CHECK_TYPES as CHECKS
 from cowork.spec.loader import load_spec, load_specs
 
-ROOT = Path(__file__).resolve().parent.parent
-BROKEN = Path(__file__).resolve().parent / "fixtures" / "broken_specs"
+ROOT = Path(__file__).resolve().parents[2]
+BROKEN = Path(__file__).resolve().parents[1] / "fixtures" / "broken_specs"
 SPEC_DIRS = sorted(p.parent for p in (ROOT / "specs").glob("*/task.yaml"))
 
 #: The smallest valid spec; tmp_path cases append to it or edit it. 12 lines.
@@ -337,13 +337,13 @@ class TestSchema:
         assert not errors, [e.message for e in errors]
 
 
-@pytest.mark.parametrize("folder", sorted(p.name for p in (Path(__file__).resolve().parents[1] / "specs").iterdir()))
+@pytest.mark.parametrize("folder", sorted(p.name for p in (Path(__file__).resolve().parents[2] / "specs").iterdir()))
 def test_a_full_dump_of_every_spec_loads_back_as_the_same_spec(folder):
     # spec.json in each evidence bundle is such a dump; `cowork grade DIR` loads it back.
     from cowork.spec.loader import load_spec
     from cowork.spec.models import TaskSpec
 
-    spec = load_spec(Path(__file__).resolve().parents[1] / "specs" / folder).spec
+    spec = load_spec(Path(__file__).resolve().parents[2] / "specs" / folder).spec
     assert TaskSpec.model_validate_json(spec.model_dump_json()) == spec
 
 

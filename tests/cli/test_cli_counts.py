@@ -12,7 +12,7 @@ from cowork.episode import run as episode
 from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.grading import Grade
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _result(status: str, failures: list[str]) -> EpisodeResult:

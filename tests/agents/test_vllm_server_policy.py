@@ -372,7 +372,7 @@ class TestMakePolicy:
 
     def test_vllm_without_vllm_says_how_to_install_it(self):
         if importlib.util.find_spec("vllm") is not None:
-            pytest.skip("vllm is installed: tests/test_vllm_engine_policy.py covers it")
+            pytest.skip("vllm is installed: tests/agents/test_vllm_engine_policy.py covers it")
         with pytest.raises(PolicyError, match=r"cowork-runtime\[vllm\]"):
             make_policy("vllm", model="Qwen/Qwen2.5-0.5B-Instruct")
 
@@ -384,7 +384,7 @@ async def test_an_episode_in_a_real_sandbox(tok, server, no_leftovers):
 
     srv = server([CALL.format(path="reports/q3_sales.csv"), "The north-09 and south-08 revenue cells are wrong."])
     policy = VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=SamplingSettings(seed=0)).policy()
-    async with await Sandbox.start(load_spec(Path(__file__).resolve().parent.parent / "specs" / "fix-csv-report")) as sb:
+    async with await Sandbox.start(load_spec(Path(__file__).resolve().parents[2] / "specs" / "fix-csv-report")) as sb:
         traj = await run_episode(sb, policy)
     assert traj.status == "completed" and traj.turns == 2, traj.error
     assert traj.steps[0].tool == "read_file" and not traj.steps[0].is_error

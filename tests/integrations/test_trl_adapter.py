@@ -19,7 +19,7 @@ from fakes import FakeSandbox
 pytest.importorskip("transformers", reason="the hf extra (transformers, datasets) is not installed")
 from transformers.utils import get_json_schema
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CSV = ROOT / "specs" / "fix-csv-report"
 DOWNLOADS = ROOT / "specs" / "organize-downloads"
 

@@ -20,7 +20,7 @@ from cowork.rollout.rewards import reward_for
 from cowork.rollout.runner import RolloutRunner, rollout
 from cowork.rollout.schedule import Schedule
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CSV = ROOT / "specs" / "fix-csv-report"
 CRM = ROOT / "specs" / "crm-update-from-mail"
 

@@ -157,7 +157,7 @@ class TestDocs:
         """docs/gateway.md quotes limits, names and client keys that could drift."""
         from pathlib import Path
 
-        text = (Path(__file__).resolve().parent.parent / "docs" / "gateway.md").read_text()
+        text = (Path(__file__).resolve().parents[2] / "docs" / "gateway.md").read_text()
         assert f"{proxy.MAX_BODY_BYTES // 2**20} MiB" in text
         assert f"`{tokens.TOKEN_FILE}`" in text
         assert f"cut to {proxy._LOGGED_CHARS} characters" in text

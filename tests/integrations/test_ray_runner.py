@@ -14,7 +14,7 @@ pytest.importorskip("ray", reason="the ray extra is not installed")
 from cowork.integrations.ray import Agent, RayRolloutRunner, _local_spec, _spec_archive  # noqa: E402
 from cowork.spec.loader import load_spec  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class TestOptions:
