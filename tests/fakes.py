@@ -1,15 +1,20 @@
 """Test doubles: a chat-completions server on loopback; a sandbox without a container; a
-workspace archive as the export writes it."""
+workspace archive as the export writes it; an evidence bundle full of markup."""
 
+import hashlib
 import io
 import json
 import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from types import SimpleNamespace
 
-from cowork.formats import INVALID_ARGUMENTS_KEY
+from cowork.evidence import Evidence
+from cowork.formats import GENESIS_HASH, INVALID_ARGUMENTS_KEY, canonical_json, seal
+from cowork.grading import grade
 from cowork.sandbox.sandbox import ToolResult
+from cowork.spec.models import TaskSpec
 
 
 class FakeChatServer:
@@ -115,3 +120,58 @@ def tar_of(files: dict) -> bytes:
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     return buf.getvalue()
+
+
+# ------------------------------------------------------------- a bundle full of markup (the view's tests)
+XSS = "<script>document.body.setAttribute('data-pwned','1')</script>"
+IMG = "<img src=x onerror=\"document.body.setAttribute('data-pwned','2')\">"
+BEFORE = "line one\nline two\n"
+AFTER = f"line one\n{XSS}\n"
+
+
+def make_hostile_bundle(folder: Path) -> Path:
+    """An evidence bundle (as ``cowork run --evidence`` writes it, graded for real) whose
+    title, tool arguments, tool output, file content and records hold markup."""
+    spec = TaskSpec.model_validate({
+        "id": "xss-task", "title": f"Title {XSS}", "prompt": f"Please {IMG}",
+        "workspace": {"files": [{"path": "notes.txt", "content": BEFORE}]},
+        "checks": [{"id": "third-line", "type": "file_contains", "path": "notes.txt", "text": "line three"}],
+        "safety": [{"id": "no-shell", "type": "tool_not_called", "tool": "shell"}],
+        "oracle": [{"tool": "write_file", "args": {"path": "notes.txt", "content": "line three\n"}}],
+        "violation": [{"tool": "shell", "args": {"command": "true"}}],
+    })
+    write = {"path": "notes.txt", "content": AFTER}
+    shell = {"command": f"echo '{XSS}'"}
+    recs = [{"kind": "session_start", "task": spec.id},
+            {"kind": "tool_call", "tool": "write_file", "args": write},
+            {"kind": "tool_result", "call_seq": 1, "outcome": "ok", "result": '{"path":"notes.txt"}', "duration_ms": 1.0},
+            {"kind": "tool_call", "tool": "shell", "args": shell},
+            {"kind": "service_action", "service": "mail", "action": "send", "ids": ["m2"]},
+            {"kind": "tool_result", "call_seq": 3, "outcome": "ok", "result": XSS, "duration_ms": 2.0}]
+    prev, lines = GENESIS_HASH, []
+    for i, r in enumerate(recs):
+        s = seal({"seq": i, **r}, prev)
+        prev = s["hash"]
+        lines.append(canonical_json(s))
+    calls = [("call_1", "write_file", write, '{"path":"notes.txt"}'), ("call_2", "shell", shell, XSS)]
+    messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": spec.prompt}]
+    for cid, tool, args, out in calls:
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": cid, "type": "function", "function": {"name": tool, "arguments": json.dumps(args)}}]})
+        messages.append({"role": "tool", "tool_call_id": cid, "content": out})
+    messages.append({"role": "assistant", "content": f"Done {IMG}"})
+    traj = {"task": spec.id, "agent": "scripted", "status": "completed", "messages": messages, "tools": [],
+            "steps": [{"turn": n, "call_id": cid, "tool": tool, "args": args, "is_error": False, "output": out,
+                       "duration_ms": 3.5} for n, (cid, tool, args, out) in enumerate(calls, start=1)],
+            "turns": 3, "duration_s": 0.25}
+    seed = {"mail": {"messages": {"m1": {"id": "m1", "subject": "hello", "read": False}}}}
+    final = {"mail": {"messages": {"m1": {"id": "m1", "subject": "hello", "read": True},
+                                   "m2": {"id": "m2", "subject": XSS, "to": ["x@evil.example"]}}}}
+    ev = Evidence(audit_text="\n".join(lines) + "\n", audit_count=len(recs),
+                  workspace_tar=tar_of({"notes.txt": AFTER.encode()}),
+                  initial={"notes.txt": hashlib.sha256(BEFORE.encode()).hexdigest()},
+                  trace=traj, meta={"task": spec.id}, state_seed=seed, state_final=final)
+    ev.save(folder)
+    (folder / "grade.json").write_text(grade(spec, ev).model_dump_json(indent=1))
+    (folder / "spec.json").write_text(spec.model_dump_json(indent=1))
+    return folder

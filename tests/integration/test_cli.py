@@ -104,9 +104,9 @@ def test_images_prune_removes_stale_tags_and_keeps_current(sandbox_image, capsys
     assert current in tags and sandbox_image in tags and "cowork-task-stale-probe:old" not in tags
 
 
-def test_readme_python_api_example_runs(tmp_path):
-    """The README's Python API example runs as written (from a folder with the specs)."""
-    readme = (ROOT / "README.md").read_text()
+def test_docs_python_api_example_runs(tmp_path):
+    """docs/api.md's Python API example runs as written (from a folder with the specs)."""
+    readme = (ROOT / "docs" / "api.md").read_text()
     start = readme.index("```python\nimport asyncio\nfrom cowork import")
     code = readme[start + len("```python\n"):readme.index("```", start + 10)]
     (tmp_path / "specs").symlink_to(ROOT / "specs")
@@ -120,9 +120,9 @@ def test_readme_python_api_example_runs(tmp_path):
 
 @pytest.mark.parametrize("opening", ["```python\nimport asyncio\nfrom cowork import SandboxPool",
                                      "```python\nimport asyncio\nfrom cowork import RolloutRunner\nfrom cowork.agents.tiny"])
-def test_readme_pool_and_training_examples_run(opening):
-    """The README's SandboxPool and training examples run as written (from the checkout)."""
-    readme = (ROOT / "README.md").read_text()
+def test_docs_pool_and_training_examples_run(opening):
+    """The SandboxPool (docs/api.md) and training (docs/training.md) examples run as written (from the checkout)."""
+    readme = (ROOT / "docs" / "api.md").read_text() + (ROOT / "docs" / "training.md").read_text()
     start = readme.index(opening)
     code = readme[start + len("```python\n"):readme.index("```", start + 10)]
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=300)

@@ -174,9 +174,9 @@ async def test_what_the_agent_broke_is_scored_0_and_what_broke_outside_is_retrie
     assert len(made) == 2  # one policy per episode
 
 
-def test_readme_rollout_example_runs(tmp_path):
-    """The README's RolloutRunner example runs as written (from a folder with the specs)."""
-    readme = (ROOT / "README.md").read_text()
+def test_docs_rollout_example_runs(tmp_path):
+    """docs/api.md's RolloutRunner example runs as written (from a folder with the specs)."""
+    readme = (ROOT / "docs" / "api.md").read_text()
     start = readme.index("```python\nimport asyncio\nfrom cowork import RolloutRunner")
     code = readme[start + len("```python\n"):readme.index("```", start + 10)]
     (tmp_path / "specs").symlink_to(ROOT / "specs")

@@ -23,7 +23,7 @@ from cowork import settings
 from cowork.agents import make_policy
 from cowork.rollout.runner import RolloutRunner
 from cowork.view import export_html, make_server, url_of
-from test_view_data import XSS, make_hostile_bundle
+from fakes import XSS, make_hostile_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 PHISHING = ROOT / "specs" / "phishing-budget-reply"
