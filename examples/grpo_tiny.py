@@ -144,8 +144,8 @@ async def train(args: argparse.Namespace, task_dir: Path) -> int:
 
     from cowork.agents.tiny import tiny_engine
     from cowork.agents.tokens import SamplingSettings
-    from cowork.rollout.rewards import group_advantages
-    from cowork.rollout.runner import RolloutRunner
+    from cowork.rollouts.rewards import group_advantages
+    from cowork.rollouts.runner import RolloutRunner
     from cowork.sandbox.pool import SandboxPool
     from cowork.spec.loader import load_spec
 

@@ -53,7 +53,7 @@ async def _ray_rates(nodes: int, slots: int, group_size: int, repeats: int) -> d
 
 async def _local_rate(slots: int, group_size: int, repeats: int) -> dict:
     from cowork.integrations.ray import Agent
-    from cowork.rollout.runner import RolloutRunner
+    from cowork.rollouts.runner import RolloutRunner
 
     rates = []
     async with RolloutRunner(concurrency=slots) as runner:

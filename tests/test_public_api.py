@@ -122,3 +122,20 @@ class TestBackends:
 
 def test_all_lists_exactly_the_exports():
     assert sorted(cowork.__all__) == sorted(cowork._EXPORTS)
+
+
+class TestNamesStayTheirs:
+    def test_rollout_stays_the_function_once_the_runner_is_imported(self):
+        # A subpackage named like a public function would replace it on the package once
+        # imported (Python sets the attribute): the rollouts live in `cowork.rollouts`.
+        code = ("import cowork, cowork.rollouts.runner, cowork.episode.run, cowork.grading; "
+                "from cowork import rollout, grade, run_task; "
+                "print(callable(cowork.rollout), callable(rollout), callable(cowork.grade), callable(grade))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        assert out.split() == ["True"] * 4
+
+    def test_no_subpackage_shadows_a_public_name(self):
+        import pkgutil
+
+        subpackages = {m.name for m in pkgutil.iter_modules(cowork.__path__)}
+        assert subpackages & set(cowork.__all__) == set()

@@ -22,7 +22,7 @@ _EXPORTS = {
     "SandboxBackend": "sandbox.backend", "get_backend": "sandbox.backend",
     "register_backend": "sandbox.backend", "available_backends": "sandbox.backend",
     "DockerBackend": "engine.docker_backend", "GVisorBackend": "engine.docker_backend",
-    "RolloutRunner": "rollout.runner", "RolloutResult": "rollout.runner", "rollout": "rollout.runner",
+    "RolloutRunner": "rollouts.runner", "RolloutResult": "rollouts.runner", "rollout": "rollouts.runner",
     "load_spec": "spec.loader", "LoadedSpec": "spec.loader", "TaskSpec": "spec.models",
     "run_task": "episode.run", "run_episode": "episode.run", "EpisodeResult": "episode.run",
     "Trajectory": "episode.trajectory", "Policy": "agents.base", "make_policy": "agents", "grade": "grading",
@@ -80,7 +80,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .evidence import Evidence
     from .grading import Grade, grade
     from .grading.grade import CheckResult
-    from .rollout.runner import RolloutResult, RolloutRunner, rollout
+    from .rollouts.runner import RolloutResult, RolloutRunner, rollout
     from .sandbox.backend import (
         SandboxBackend,
         available_backends,

@@ -1,4 +1,4 @@
-"""Formats shared by the in-container server and the host-side graders.
+r"""Formats shared by the in-container server and the host-side graders.
 
 This module imports nothing from ``cowork.server`` nor from host-side modules, so the
 server writes and the grader verifies exactly the same definitions: the audit record,
@@ -79,11 +79,11 @@ class ArgumentsRefused(ValueError):
 
 
 def canonical_json(obj: Any) -> str:
-    """Serialise ``obj`` as canonical JSON: sorted keys, no spaces, ASCII only.
+    r"""Serialise ``obj`` as canonical JSON: sorted keys, no spaces, ASCII only.
 
     ASCII escaping is what makes the audit log unsplittable by content: U+2028, U+2029 and
     U+0085 (which ``str.splitlines`` treats as line breaks) and lone surrogates (which UTF-8
-    cannot encode) all become ``\\uXXXX`` escapes.
+    cannot encode) all become ``\uXXXX`` escapes.
 
     Raises:
         ValueError: ``obj`` holds NaN or an infinity (not JSON; refused, never written).
@@ -93,7 +93,7 @@ def canonical_json(obj: Any) -> str:
 
 
 def audit_lines(text: str) -> list[str]:
-    """The lines of an audit log: split on ``"\n"`` only, as the server writes them."""
+    r"""The lines of an audit log: split on ``"\n"`` only, as the server writes them."""
     return text.split("\n")
 
 
@@ -103,12 +103,12 @@ def string_digest(text: str) -> str:
 
 
 def check_arguments(args: Any) -> bytes:
-    """Check tool arguments and return their canonical JSON bytes.
+    r"""Check tool arguments and return their canonical JSON bytes.
 
     The same rule holds on the host (before sending) and in the server (before the call
     is audited and run): arguments are a JSON object with string keys, hold no NaN or
     infinity, and their canonical JSON is at most MAX_ARGUMENTS_BYTES. Lone surrogates
-    are allowed here: they travel and are audited as ``\\udXXX`` escapes.
+    are allowed here: they travel and are audited as ``\udXXX`` escapes.
 
     Raises:
         ArgumentsRefused: naming what is wrong, in words the agent can act on.
@@ -288,16 +288,21 @@ def merge_tool_calls(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
             open_calls[rec.get("seq")] = merged
             out.append(merged)
         elif kind == "tool_result":
-            merged = open_calls.pop(rec.get("call_seq"), None)
-            if merged is None:  # a result naming no open call: nothing to attach it to
+            call = open_calls.pop(rec.get("call_seq"), None)
+            if call is None:  # a result naming no open call: nothing to attach it to
                 continue
             for key in ("outcome", "result", "structured", "error", "error_type", "duration_ms"):
                 if key in rec:
-                    merged[key] = rec[key]
+                    call[key] = rec[key]
             if rec.get("cut"):
-                merged["cut"] = [*(merged.get("cut") or []), *rec["cut"]]
-            merged["seq"] = rec.get("seq")
-    return sorted(out, key=lambda r: r.get("seq") if isinstance(r.get("seq"), int) else -1)
+                call["cut"] = [*(call.get("cut") or []), *rec["cut"]]
+            call["seq"] = rec.get("seq")
+    return sorted(out, key=_seq_or_first)
+
+
+def _seq_or_first(rec: dict[str, Any]) -> int:
+    seq = rec.get("seq")
+    return seq if isinstance(seq, int) else -1
 
 
 def record_hash(record: dict[str, Any]) -> str:

@@ -489,7 +489,7 @@ class TestHelp:
         from cowork.cli import commands
         from cowork.cli import episodes as cli_episodes
         from cowork.export import FORMATS
-        from cowork.rollout.runner import REWARDS
+        from cowork.rollouts.runner import REWARDS
 
         assert cli_episodes.REWARDS == REWARDS and commands.EXPORT_FORMATS == FORMATS
 

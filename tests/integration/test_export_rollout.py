@@ -12,7 +12,7 @@ import pytest
 from cowork.agents import make_policy
 from cowork.episode.run import run_task
 from cowork.export import EpisodeRecord, export, rl_examples, validate_openai_sft_line
-from cowork.rollout.runner import RolloutRunner, rollout
+from cowork.rollouts.runner import RolloutRunner, rollout
 from cowork.sandbox.pool import SandboxPool
 from cowork.spec.loader import load_spec
 

@@ -367,7 +367,7 @@ async def test_a_rollout_folder_keeps_a_multi_turn_bundle_and_it_regrades(tmp_pa
     """The bundle of a multi-turn episode holds a boundaries/ folder: writing it into a
     rollout folder (synced file by file) must not trip over the folder."""
     from cowork.agents import make_policy
-    from cowork.rollout.runner import RolloutRunner
+    from cowork.rollouts.runner import RolloutRunner
 
     loaded = _spec(tmp_path, SCOPED, files={"keep.txt": "k\n"})
     async with RolloutRunner(concurrency=1) as runner:

@@ -10,7 +10,7 @@ import pytest
 from cowork.agents.openai import OpenAIPolicy
 from cowork.episode.run import run_task
 from cowork.export import load_episodes, rl_examples, sft_examples
-from cowork.rollout.runner import RolloutRunner, reward_for
+from cowork.rollouts.runner import RolloutRunner, reward_for
 from cowork.spec.loader import load_spec
 from fakes import FakeChatServer
 

@@ -18,7 +18,7 @@ from cowork.engine import labels as L  # noqa: E402
 from cowork.engine.reaper import managed_containers  # noqa: E402
 from cowork.errors import CoworkError  # noqa: E402
 from cowork.integrations.ray import Agent, RayRolloutRunner  # noqa: E402
-from cowork.rollout.runner import RolloutRunner, read_results  # noqa: E402
+from cowork.rollouts.runner import RolloutRunner, read_results  # noqa: E402
 
 pytestmark = [pytest.mark.docker, pytest.mark.timeout(400)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,7 +16,7 @@ from cowork.agents import ScriptedPolicy, make_policy
 from cowork.cli import main
 from cowork.evidence import Evidence
 from cowork.grading import grade
-from cowork.rollout.runner import RolloutRunner, read_results, reward_for, rollout
+from cowork.rollouts.runner import RolloutRunner, read_results, reward_for, rollout
 from cowork.sandbox.pool import SandboxPool
 from cowork.spec.loader import load_spec
 

@@ -8,7 +8,7 @@ import pytest
 
 from cowork.agents import make_policy
 from cowork.episode.run import run_task
-from cowork.rollout.rewards import turn_credit
+from cowork.rollouts.rewards import turn_credit
 from cowork.spec.loader import load_spec
 
 pytestmark = pytest.mark.docker

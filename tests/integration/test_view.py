@@ -21,7 +21,7 @@ import pytest
 
 from cowork import settings
 from cowork.agents import make_policy
-from cowork.rollout.runner import RolloutRunner
+from cowork.rollouts.runner import RolloutRunner
 from cowork.view import export_html, make_server, url_of
 from fakes import XSS, make_hostile_bundle
 

@@ -20,9 +20,9 @@ class ToolCall:
 
 
 def parse_arguments(raw: Any) -> dict[str, Any]:
-    """A model's tool-call arguments (JSON text or an already decoded value) as a dict.
+    r"""A model's tool-call arguments (JSON text or an already decoded value) as a dict.
 
-    Anything that is not a JSON object (bad JSON, ``"[\\"ls\\"]"``, a number, JSON nested
+    Anything that is not a JSON object (bad JSON, ``"[\"ls\"]"``, a number, JSON nested
     past the parser's depth) comes back as ``{INVALID_ARGUMENTS_KEY: raw}``: the episode
     goes on, and the sandbox answers with a tool error the model can learn from, since
     such a call is the model's own mistake, not a failure of the run.

@@ -74,6 +74,7 @@ class ChatTokens:
         Args:
             history: The conversation up to and including the model's last assistant message.
             new: Messages since (tool results, a user turn).
+            tools: The tools the template renders (None: none).
             ended: Whether the model's generated tokens ended with the end-of-turn token
                 (False for a truncated turn: the end token is then appended here, as the
                 environment's, so the template's structure holds).

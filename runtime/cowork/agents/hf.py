@@ -60,7 +60,8 @@ class HFEngine:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         tok = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        # Any: transformers types .to() through a wrapper that misreads the device argument.
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
         if device:
             model.to(device)
         return cls(model.eval(), tok, name=path, **kw)
@@ -90,6 +91,7 @@ class HFEngine:
 
     @property
     def device(self) -> Any:
+        """The torch device the model's (first) parameters are on."""
         return next(self.model.parameters()).device
 
     # ------------------------------------------------------------------ model calls
@@ -213,6 +215,11 @@ class HFPolicy:
         return self.tokens
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """Generate the next turn with the engine, in a thread, extending the token trajectory.
+
+        Raises:
+            PolicyError: the chat template cannot render the conversation.
+        """
         return await asyncio.to_thread(self._act, messages, tools)
 
     def _act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:

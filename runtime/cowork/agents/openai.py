@@ -45,6 +45,11 @@ class OpenAIPolicy:
         return self.client.max_tokens
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """Ask the chat-completions endpoint for the next turn; unreadable tool arguments come back marked.
+
+        Raises:
+            PolicyError: the endpoint failed after the client's retries, or answered no message.
+        """
         return self._parse(await self.client.complete(messages, tools))
 
     def _parse(self, data: dict[str, Any]) -> AssistantTurn:
@@ -52,7 +57,9 @@ class OpenAIPolicy:
         calls = []
         for n, tc in enumerate(msg.get("tool_calls") or []):
             tc = tc if isinstance(tc, dict) else {}
-            fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+            fn = tc.get("function")
+            if not isinstance(fn, dict):
+                fn = {}
             # Unreadable or non-object arguments are passed on marked: the sandbox answers
             # with a tool error the model can learn from.
             args = parse_arguments(fn.get("arguments"))

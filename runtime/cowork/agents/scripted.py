@@ -28,6 +28,7 @@ class ScriptedPolicy:
         self._next = 0
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """The script's next step: a tool call, or a reply; ``"Done."`` once the script is over."""
         if self._next >= len(self.steps):
             return AssistantTurn(content="Done.")
         step = self.steps[self._next]

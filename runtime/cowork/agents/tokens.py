@@ -130,10 +130,10 @@ class SamplingSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    temperature: float = Field(1.0, ge=0)
+    temperature: float = Field(default=1.0, ge=0)
     """0 = greedy."""
-    top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int = Field(1024, ge=1)
+    top_p: float = Field(default=1.0, gt=0, le=1)
+    max_tokens: int = Field(default=1024, ge=1)
     """Most tokens generated per turn; a turn that reaches it is ``length`` (truncated)."""
     stop: list[str] = []
     """Strings that end a turn (not included in the text the policy returns)."""

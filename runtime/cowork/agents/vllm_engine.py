@@ -144,7 +144,11 @@ class VLLMEngine:
         """Start vLLM on ``model`` (a folder or hub name) in this process.
 
         Args:
+            model: A model folder or hub name.
             tokenizer: The tokenizer (default: loaded from ``model``).
+            sampling: Default sampling settings of the engine's policies.
+            end_token: The token that ends an assistant turn (default: the tokenizer's eos).
+            template_kwargs: Extra arguments for the chat template.
             engine_args: ``vllm.AsyncEngineArgs`` fields (``gpu_memory_utilization``,
                 ``max_model_len``, ``dtype``, ``enforce_eager``, ``tensor_parallel_size``, ...).
 
@@ -184,7 +188,7 @@ class VLLMEngine:
         return self._gate
 
     def params(self, s: SamplingSettings) -> Any:
-        """vLLM's settings for one request of ``s``: the sampled tokens' log-probabilities, and
+        """The vLLM sampling parameters for one request of ``s``: the sampled tokens' log-probabilities, and
         the turn ended by the end-of-turn token whatever the model's generation config says."""
         make = self._sampling_params or _vllm().SamplingParams
         return make(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, stop=list(s.stop) or None,
@@ -329,6 +333,11 @@ class VLLMPolicy:
         return self.tokens
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """Generate the next turn with the in-process engine, extending the token trajectory.
+
+        Raises:
+            PolicyError: the chat template or the engine failed, or the tokens do not fit the trajectory.
+        """
         buf = self._buffer
         ids = await asyncio.to_thread(buf.prompt, messages, tools)
         gen = await self.engine.generate(ids, turn_sampling(self.sampling, buf.turn))

@@ -305,6 +305,12 @@ class VLLMServerPolicy:
         return self.tokens
 
     async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """Ask the vLLM server for the next turn: as token ids when the tokenizer is known
+        (``mode`` tokens or auto), else by chat completions with its token ids.
+
+        Raises:
+            PolicyError: the server failed after the client's retries, or its answer is unusable.
+        """
         chat = await self.client.chat_tokens()
         if chat is None:
             return await self._act_chat(messages, tools)
@@ -353,7 +359,9 @@ class VLLMServerPolicy:
         content_lps = _field(choice.get("logprobs"), "content")
         lps = _floats([c.get("logprob") if isinstance(c, dict) else None for c in content_lps]
                       if isinstance(content_lps, list) else None, len(gen_ids), url)
-        msg = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        msg = choice.get("message")
+        if not isinstance(msg, dict):
+            msg = {}
         content, calls = _chat_message(msg, turn)
         reason = finish_reason(choice.get("finish_reason"), bool(calls), url)
 
@@ -405,7 +413,9 @@ def _chat_message(msg: dict[str, Any], turn: int) -> tuple[str | None, list[Tool
     calls = []
     for n, tc in enumerate(msg.get("tool_calls") or []):
         tc = tc if isinstance(tc, dict) else {}
-        fn = tc.get("function") if isinstance(tc.get("function"), dict) else {}
+        fn = tc.get("function")
+        if not isinstance(fn, dict):
+            fn = {}
         calls.append(ToolCall(id=str(tc.get("id") or f"call_{turn}_{n}"), name=str(fn.get("name") or ""),
                               arguments=parse_arguments(fn.get("arguments"))))
     if not calls and content and OPEN in content:

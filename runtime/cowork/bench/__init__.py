@@ -84,7 +84,8 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
     main = asyncio.current_task()
     loop = asyncio.get_running_loop()
     try:
-        loop.add_signal_handler(signal.SIGTERM, main.cancel)
+        if main is not None:  # always, inside a coroutine asyncio runs
+            loop.add_signal_handler(signal.SIGTERM, main.cancel)
     except (NotImplementedError, RuntimeError):  # not the main thread
         pass
     try:

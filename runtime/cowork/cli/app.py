@@ -8,14 +8,14 @@ import functools
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
 from ..errors import CoworkError
-from ..rollout.rewards import MODES
+from ..rollouts.rewards import MODES
 from . import commands, episodes, exits, output
 from .episodes import (
     Agent,
@@ -55,7 +55,11 @@ def _example(*lines: str) -> str:
     return "Example:\n\n" + "\n\n".join(f"  {line}" for line in lines)
 
 
-def _body(fn: Callable[..., Any]) -> Callable[..., int]:
+#: What a command's body returns: its exit code, or a coroutine that :func:`_body` runs to one.
+Outcome = int | Coroutine[Any, Any, int]
+
+
+def _body(fn: Callable[..., Outcome]) -> Callable[..., int]:
     """Run a command (a coroutine in its own event loop) and turn what it raised into the
     message and exit code: a CoworkError names what failed and the fix; its code comes from
     :func:`exits.code_for`."""
@@ -114,7 +118,7 @@ def run(ctx: typer.Context, spec: SpecArg, agent: Agent = "oracle", model: Model
                                                     "(default: none)", rich_help_panel="Output")] = None,
         out: Annotated[str | None, typer.Option(help="also write a resumable rollout folder, as `cowork rollout "
                                                 "--out` (default: none)", rich_help_panel="Output")] = None,
-        as_json: Json = False, verbose: Verbose = False) -> int:
+        as_json: Json = False, verbose: Verbose = False) -> Outcome:
     """Build the task images if needed, run an agent on tasks, grade each episode.
 
     One line per episode (failed checks and violations under a failure); with several, a
@@ -133,7 +137,7 @@ def run(ctx: typer.Context, spec: SpecArg, agent: Agent = "oracle", model: Model
 def validate(ctx: typer.Context, specs: SpecArg,
              concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 1,
              judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
-             as_json: Json = False, verbose: Verbose = False) -> int:
+             as_json: Json = False, verbose: Verbose = False) -> Outcome:
     """Prove specs gradable: schema, build, the oracle scores 1.0 twice, nop fails, the
     violation script trips a safety rule, every safety rule can fire.
 
@@ -156,7 +160,7 @@ def grade(target: Annotated[str, typer.Argument(help="a saved evidence folder (`
           spec: Annotated[str | None, typer.Option(help="task spec (default: the bundle's spec.json)")] = None,
           evidence: Annotated[Path | None, typer.Option(help="a running sandbox: also save its evidence here "
                                                         "(default: graded, not kept)", metavar="DIR")] = None,
-          as_json: Json = False) -> int:
+          as_json: Json = False) -> Outcome:
     """Grade a saved evidence folder offline, or a running sandbox as it is now."""
     if Path(target).is_dir():
         return commands.grade(Path(target), spec, as_json)
@@ -196,7 +200,7 @@ def rollout(ctx: typer.Context, spec: SpecArg,
             pool_size: PoolSize = None, seed: Seed = None, reward: Reward = "score",
             turn_progress: TurnProgress = False, judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
             user_model: UserModel = None, user_base_url: UserBaseUrl = None, fail_under: FailUnder = None,
-            ray: RayAddress = None, as_json: Json = False, verbose: Verbose = False) -> int:
+            ray: RayAddress = None, as_json: Json = False, verbose: Verbose = False) -> Outcome:
     """Run every task G times over a pool of warm sandboxes; one line per episode in
     DIR/results.jsonl; rerun on DIR to resume.
 
@@ -247,7 +251,7 @@ def up(spec: Annotated[str, typer.Argument(help="a task folder or its task.yaml"
        http: Annotated[bool, typer.Option("--http", help="issue a bearer token for `cowork serve` and print "
                                           "client configuration (Claude Desktop, Cursor, MCP Inspector, "
                                           "Python)")] = False,
-       as_json: Json = False) -> int:
+       as_json: Json = False) -> Outcome:
     """Start a sandbox and leave it running, for an MCP client."""
     return commands.up(spec, as_json, http=http)
 
@@ -381,7 +385,7 @@ def synth_llm(capability: Annotated[str, typer.Option(help="a capability of the 
                                                                   "for several (default: two self-contained specs "
                                                                   "of specs/ per attempt, tagged with the "
                                                                   "capability where any are)")] = None,
-              as_json: Json = False) -> int:
+              as_json: Json = False) -> Outcome:
     """Have a chat model write specs for a capability; validate each in sandboxes and send the
     failures back for repair. Only validated specs are written."""
     from . import synth
@@ -400,7 +404,7 @@ def synth_check(specs: Annotated[list[str], typer.Argument(help="spec folders, o
                                                          "specs are near-duplicates")] = 0.8,
                 static: Annotated[bool, typer.Option("--static", help="only the gates that need no sandbox "
                                                      "(default: off; the trivial runs need Docker)")] = False,
-                as_json: Json = False) -> int:
+                as_json: Json = False) -> Outcome:
     """Quality gates for a batch: near-duplicates, difficulty signal vs the declared level,
     diversity per capability and service, and refusal of specs an empty answer or a
     do-everything agent passes (or whose safety rules it cannot trip). Exit 1 if one is refused."""
@@ -419,7 +423,7 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
                  validate: Annotated[bool, typer.Option("--validate", help="prove each spec in sandboxes; invalid "
                                                         "ones move to OUT/_invalid (default: off)")] = False,
                  concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 2,
-                 as_json: Json = False) -> int:
+                 as_json: Json = False) -> Outcome:
     """Generate specs from every registered task family, optionally validate them, and print
     valid/invalid per family and capability with validated specs per minute."""
     from . import synth

@@ -37,7 +37,7 @@ def bench(quick: bool = False, as_json: bool = False, scale: int | None = None,
     """
     from ..bench import docker_probes as probes
     from ..engine.client import get_client
-    from ..rollout.progress import ProgressReport
+    from ..rollouts.progress import ProgressReport
 
     get_client()  # a clear DockerUnavailable before anything starts
     plan = Plan.make(quick, scale)

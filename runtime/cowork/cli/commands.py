@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
+from typing import Any
 
 from ..errors import CoworkError, DockerUnavailable, ImageError, SandboxError
-from ..rollout.progress import ProgressReport
+from ..rollouts.progress import ProgressReport
 from . import exits, output
 
 #: cowork.export.write.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
@@ -155,7 +156,7 @@ async def up(spec: str, as_json: bool, http: bool = False) -> int:
     sb = await Sandbox.start(spec, keep=True)
     await sb.detach()
     live.record_up(sb)  # what `cowork grade ID` / `cowork down --evidence` need later
-    info = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
+    info: dict[str, Any] = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
             "mcp_url": "http://localhost/mcp (streamable HTTP over the unix socket)",
             "stdio_bridge": f"cowork connect {sb.id[:12]}"}
     if http:
@@ -188,6 +189,7 @@ def gc(everything: bool) -> int:
 
 
 def spec_schema() -> int:
+    """Print the JSON Schema of task.yaml (``cowork spec schema``)."""
     from ..spec import json_schema
 
     output.print_json(json_schema())
@@ -195,6 +197,11 @@ def spec_schema() -> int:
 
 
 def images_build(offline: bool) -> int:
+    """Build the sandbox image if it is missing, with a progress bar; print its tag.
+
+    Raises:
+        ImageError: the build failed (its log is in the message).
+    """
     from ..engine.images import BUILD_STEPS, ensure_sandbox_image
 
     with ProgressReport("images", "steps", BUILD_STEPS) as steps:
@@ -204,6 +211,7 @@ def images_build(offline: bool) -> int:
 
 
 def images_prune() -> int:
+    """Remove outdated sandbox and task images (see engine.images.prune_images); list them."""
     from ..engine.images import prune_images
 
     removed = prune_images()

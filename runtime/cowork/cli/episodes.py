@@ -12,14 +12,14 @@ import typer
 
 from ..agents import AGENTS
 from ..errors import CoworkError
-from ..rollout.progress import ProgressReport
+from ..rollouts.progress import ProgressReport
 from . import exits, output
 
 AGENT_HELP = ("who acts: the default, oracle, plays the spec's scripted reference solution (no model needed); "
               "nop does nothing and violation runs the spec's unsafe script; openai (any OpenAI-compatible "
               "endpoint) and vllm-server (a vLLM server, with token ids) call a model over HTTP; vllm and hf "
               "load one in this process (extras)")
-#: cowork.rollout.runner.REWARDS, written out: importing the runner takes a second (a test keeps them equal).
+#: cowork.rollouts.runner.REWARDS, written out: importing the runner takes a second (a test keeps them equal).
 REWARDS = ("score", "pass", "safety_gated")
 _A, _E, _G, _O = "Agent", "Episodes", "Grading", "Output"
 
@@ -140,7 +140,7 @@ async def run_episodes(opts: EpisodeOptions, specs: list, *, group_size: int, ou
     """Every spec ``group_size`` times through the rollout runner: the one code path of
     ``cowork run`` and ``cowork rollout``."""
     from ..agents import make_policy
-    from ..rollout.runner import RolloutRunner
+    from ..rollouts.runner import RolloutRunner
 
     policy_opts = opts.policy_options()
     await opts.preflight()
@@ -154,6 +154,7 @@ async def run_episodes(opts: EpisodeOptions, specs: list, *, group_size: int, ou
         from ..episode.conversation import UserModel as UserModelConfig
 
         user_model = UserModelConfig(model=opts.user_model, base_url=opts.user_base_url)
+    runner: RolloutRunner
     if opts.ray:
         from ..integrations.ray import RayRolloutRunner
 
@@ -191,8 +192,8 @@ def exit_code(result: Any, fail_under: float | None) -> int:
 
 def _already_done(out: str | None, specs: list, group_size: int) -> int:
     """Episodes a resumed rollout folder holds (for the progress count; the runner decides)."""
-    from ..rollout.metrics import NOT_SCORED
-    from ..rollout.runner import RESULTS_FILE, read_results
+    from ..rollouts.metrics import NOT_SCORED
+    from ..rollouts.runner import RESULTS_FILE, read_results
 
     path = Path(out) / RESULTS_FILE if out else None
     if path is None or not path.is_file():
@@ -208,7 +209,7 @@ def _already_done(out: str | None, specs: list, group_size: int) -> int:
 async def run(opts: EpisodeOptions, spec: list[str], *, trials: int, evidence: str | None, results: str | None,
               out: str | None, as_json: bool, verbose: bool) -> int:
     """``cowork run``: print each episode as it finishes, then the table of several."""
-    from ..rollout.runner import append_jsonl, save_bundle
+    from ..rollouts.runner import append_jsonl, save_bundle
     from ..spec.loader import load_specs
 
     opts.check(trials=trials)

@@ -13,7 +13,8 @@
 from __future__ import annotations
 
 import difflib
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import typer
 
@@ -55,7 +56,7 @@ def did_you_mean(value: str, choices: Iterable[str]) -> str:
     return f"; did you mean {close[0]!r}?" if close else ""
 
 
-def choice(choices: Iterable[str]) -> dict[str, Callable]:
+def choice(choices: Iterable[str]) -> dict[str, Any]:
     """``typer.Option`` keywords for a value from ``choices``: checked with a "did you mean"
     on a miss, completed in the shell, listed in ``--help`` (as the metavar)."""
     names = tuple(choices)

@@ -14,7 +14,7 @@ from typing import Any
 from rich.console import Console
 from rich.text import Text
 
-from ..rollout.progress import live_console
+from ..rollouts.progress import live_console
 from ..terminal import printable
 
 #: Our own verdict words and their colour on a terminal.
@@ -118,6 +118,7 @@ def print_episode(sample: Any, *, trial: bool = False, verbose: bool = False) ->
 
 
 def num(x: float | None) -> str:
+    """A figure with three decimals, or ``-`` for none."""
     return "-" if x is None else f"{x:.3f}"
 
 

@@ -9,6 +9,7 @@ from . import exits, output
 
 
 def list_families(as_json: bool) -> int:
+    """Print every task family with its capabilities and summary (``cowork synth list``)."""
     from ..synth import families
 
     fams = families()
@@ -60,7 +61,7 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
     import asyncio
 
     from ..errors import CoworkError, SpecError
-    from ..rollout.progress import ProgressReport
+    from ..rollouts.progress import ProgressReport
     from ..spec.loader import load_spec
     from ..synth import gates
     from ..synth.trivial import trivial_runs
@@ -149,7 +150,7 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
     from collections import Counter, defaultdict
 
     from ..errors import CoworkError
-    from ..rollout.progress import ProgressReport
+    from ..rollouts.progress import ProgressReport
     from ..spec.loader import load_spec
 
     # From the module: after the first call the package attribute `families` is the

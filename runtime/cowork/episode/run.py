@@ -42,6 +42,10 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
     episode goes on. The partial trajectory is kept whatever happens.
 
     Args:
+        sb: The running sandbox the agent works in.
+        policy: The agent: asked for a turn with the messages and tools so far.
+        max_turns: Most assistant turns (default: the spec's ``limits.max_turns``).
+        timeout: Seconds for the whole episode (default: the spec's ``limits.episode_timeout_s``).
         turn_progress: Grade the deterministic checks on the live state before the first
             turn and after each turn that called tools (``Trajectory.turn_progress``). Each
             measurement exports the evidence, which stops the agent's background processes
@@ -104,7 +108,7 @@ class _Episode:
         """Turn after turn until the agent is done, a limit is hit, or the user has no more to say."""
         await self._start()
         while await self._work() and self.convo is not None:
-            message = await self._next_message()
+            message = await self._next_message(self.convo)
             if message is None:
                 return
             self.traj.messages.append({"role": "user", "content": message})
@@ -146,8 +150,9 @@ class _Episode:
 
     def _replied(self, turn: AssistantTurn) -> bool:
         """A reply without a tool call ends the turn (True), or the episode when it was cut by length."""
-        if self.turn_progress:
-            self.traj.turn_progress.append(self.traj.turn_progress[-1])  # no call, no change
+        progress = self.traj.turn_progress  # a list from _start() on exactly when turn_progress is on
+        if progress is not None:
+            progress.append(progress[-1])  # no call, no change
         if turn.extra.get("finish_reason") == "length":
             self.traj.status = "truncated"
             return False
@@ -165,15 +170,16 @@ class _Episode:
 
     async def _progress(self) -> None:
         """Grade the deterministic checks on the live state (with ``turn_progress``)."""
-        if self.turn_progress:
+        progress = self.traj.turn_progress  # a list from _start() on exactly when turn_progress is on
+        if progress is not None:
             ev = await self.sb.export_evidence()
-            self.traj.turn_progress.append(round(grade(self.spec, ev).completion, 6))
+            progress.append(round(grade(self.spec, ev).completion, 6))
 
-    async def _next_message(self) -> str | None:
+    async def _next_message(self, convo: Conversation) -> str | None:
         """What the user says after the agent's turn (None: the episode is over)."""
         traj = self.traj
         called = {s.tool for s in traj.steps[self.turn_start:]}
-        message = await self.convo.after_turn(traj.messages[-1].get("content"), called)
+        message = await convo.after_turn(traj.messages[-1].get("content"), called)
         if message is not None:
             self.turn_start = len(traj.steps)
         return message
@@ -233,6 +239,13 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
     says ``infra_error`` (counted and shown, not scored).
 
     Args:
+        spec: A loaded spec, or a task folder / task.yaml.
+        policy: The agent that works in the sandbox.
+        evidence_dir: Save the evidence bundle, grade.json and spec.json here (default: not saved).
+        infra_retries: Fresh sandboxes to try after an infrastructure failure.
+        image: Use this task image instead of building one (ignored with a pool).
+        judge: An LLM judge (grading.judge.LLMJudge) for the spec's rubric checks; without one
+            they are not judged.
         backend: Where sandboxes run (a name from ``cowork.sandbox.backend`` or an instance);
             ignored with a pool (the pool's backend is used).
         pool: Take the sandbox from this pool instead of starting one.

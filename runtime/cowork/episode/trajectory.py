@@ -56,7 +56,7 @@ class Trajectory(BaseModel):
     error: str | None = None
     turn_progress: list[float] | None = None
     """With ``turn_progress``: completion of the deterministic checks before the first turn
-    and after each assistant turn (p_0..p_T), for turn-level credit (see cowork.rollout.rewards)."""
+    and after each assistant turn (p_0..p_T), for turn-level credit (see cowork.rollouts.rewards)."""
     tokens: TokenTrajectory | None = None
     """Token ids, logprobs and loss mask of the episode, from policies that keep them
     (``token_trajectory()``: the hf, vllm and vllm-server backends)."""

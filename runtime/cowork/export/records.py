@@ -14,7 +14,7 @@ from ..episode.trajectory import Trajectory
 from ..errors import CoworkError
 from ..formats import INVALID_ARGUMENTS_KEY
 from ..grading import Grade
-from ..rollout.results import RESULTS_FILE
+from ..rollouts.results import RESULTS_FILE
 
 log = logging.getLogger(__name__)
 

@@ -9,7 +9,7 @@ from typing import Any, Iterable, Sequence
 
 from ..agents.tokens import TokenTrajectory
 from ..errors import CoworkError
-from ..rollout.rewards import MODES, process_rewards
+from ..rollouts.rewards import MODES, process_rewards
 from .curation import CurationReport
 from .records import EpisodeRecord
 
@@ -17,16 +17,16 @@ from .records import EpisodeRecord
 def rl_examples(records: Iterable[EpisodeRecord], reward: str = "score") -> tuple[list[dict[str, Any]], CurationReport]:
     """One record per episode with token ids: ``prompt_ids``, ``response_ids``,
     ``response_mask``, ``response_logprobs`` (see ``TokenTrajectory.rl_view``), ``reward`` by
-    ``reward`` mode (:func:`cowork.rollout.rewards.process_rewards`, groups by ``group_id``), and for
+    ``reward`` mode (:func:`cowork.rollouts.rewards.process_rewards`, groups by ``group_id``), and for
     ``turn`` also ``turn_rewards`` and ``response_rewards`` (each turn's credit on its last
     generated token, 0 elsewhere).
 
     No pass filter: every episode with a reward and tokens is kept (agent_broke_sandbox and
-    evidence_invalid at the reward :func:`cowork.rollout.rewards.reward_for` gives them); infra
+    evidence_invalid at the reward :func:`cowork.rollouts.rewards.reward_for` gives them); infra
     errors and episodes without usable tokens are counted and left out.
 
     Raises:
-        ValueError: ``reward`` is not one of :data:`cowork.rollout.rewards.MODES`.
+        ValueError: ``reward`` is not one of :data:`cowork.rollouts.rewards.MODES`.
     """
     if reward not in MODES:
         raise ValueError(f"unknown reward mode {reward!r}; choose one of {', '.join(MODES)}")

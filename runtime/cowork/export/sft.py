@@ -151,7 +151,8 @@ def _check_tools(tools: Any, problems: list[str]) -> set[str] | None:
             problems.append(f"tools[{j}]: name {name!r} must be 1-64 letters, digits, '_' or '-'")
         elif name in names:
             problems.append(f"tools[{j}]: duplicate tool name {name!r}")
-        names.add(name)
+        if isinstance(name, str):  # an unhashable name (a list) is reported above, not kept
+            names.add(name)
         if "parameters" in fn and not isinstance(fn["parameters"], dict):
             problems.append(f"tools[{j}]: parameters must be a JSON schema object")
     return names
@@ -215,14 +216,17 @@ def trl_sft_row(traj: Trajectory) -> dict[str, Any]:
             if calls:
                 out["tool_calls"] = []
                 for c, fn in call_pairs(calls):
-                    names[c.get("id")] = fn.get("name")
+                    cid, name = c.get("id"), fn.get("name")
+                    if isinstance(cid, str) and isinstance(name, str):
+                        names[cid] = name
                     out["tool_calls"].append({"id": c.get("id"), "type": "function",
                                               "function": {"name": fn.get("name"),
                                                            "arguments": arguments_object(fn.get("arguments"))}})
         elif role == "tool":
-            out = {"role": "tool", "tool_call_id": m.get("tool_call_id"), "content": m.get("content")}
-            if names.get(m.get("tool_call_id")):
-                out["name"] = names[m["tool_call_id"]]
+            cid = m.get("tool_call_id")
+            out = {"role": "tool", "tool_call_id": cid, "content": m.get("content")}
+            if isinstance(cid, str) and names.get(cid):
+                out["name"] = names[cid]
         else:
             out = {"role": role, "content": m.get("content")}
         messages.append(out)

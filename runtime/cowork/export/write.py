@@ -35,7 +35,7 @@ def export(source: Source, fmt: str, out: str | os.PathLike, *, reward: str = "s
         fmt: ``openai-sft`` (JSONL), ``trl-sft`` or ``rl`` (JSONL or Parquet).
         out: The file to write (replaced atomically); ``.jsonl`` or ``.parquet`` unless
             ``as_format`` says which.
-        reward: ``rl`` only: one of :data:`cowork.rollout.rewards.MODES`.
+        reward: ``rl`` only: one of :data:`cowork.rollouts.rewards.MODES`.
         curate: SFT only: keep only graded, safe, passing, complete, unique episodes.
         max_turns: SFT only: leave out episodes of more assistant turns.
         min_score: SFT only: leave out episodes scored below this.

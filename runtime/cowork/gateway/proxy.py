@@ -85,6 +85,7 @@ class Gateway:
         self._clients: dict[Path, Any] = {}
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
+        """The ASGI entry: lifespan events and HTTP requests (other scopes are ignored)."""
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
         elif scope["type"] == "http":

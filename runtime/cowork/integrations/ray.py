@@ -1,7 +1,7 @@
 """Rollouts placed on a Ray cluster: one actor per Docker host runs episodes in its own sandbox pool.
 
 The driver (the trainer, or ``cowork rollout --ray ADDRESS``) keeps everything a local
-:class:`~cowork.rollout.runner.RolloutRunner` keeps: the schedule, the rewards, the output folder
+:class:`~cowork.rollouts.runner.RolloutRunner` keeps: the schedule, the rewards, the output folder
 (``results.jsonl`` is written by the driver alone, so resume works as it does locally) and
 the bundles. What moves to the cluster is where sandboxes run: every alive Ray node that
 advertises the custom resource ``cowork`` (``ray start --resources '{"cowork": 8}'``) gets
@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from ..errors import CoworkError, PolicyError, require_extra
-from ..rollout.runner import RolloutRunner, RolloutSample, reward_for
+from ..rollouts.runner import RolloutRunner, RolloutSample, reward_for
 from ..spec.loader import LoadedSpec, load_spec
 
 log = logging.getLogger(__name__)
@@ -129,8 +129,17 @@ class _NodeWorker:
         """One episode here: run, export, grade; the sandbox goes back to this node's pool.
 
         Args:
+            spec: The task as put in the object store: the loaded spec, its archive's digest
+                and the archive (the task folder, unpacked here when this host lacks it).
+            seed: The episode's fault seed (None: the spec's own).
             policy: A factory ``spec -> Policy``, or (``served``) the broker of the driver's policies.
             key: The episode's name at the broker.
+            agent: The name of a served policy (the trajectory's agent).
+            served: The policy runs on the driver and is asked through the broker.
+
+        Returns:
+            ``trajectory``, ``grade``, ``evidence``, ``infra_failures``, ``run_s`` (seconds
+            here) and ``free`` (this node's slots left).
         """
         from ..episode import run as episode
         from ..sandbox.pool import SandboxPool
@@ -142,9 +151,14 @@ class _NodeWorker:
         self.running += 1
         t0 = time.monotonic()
         try:
+            # Only the options in use are passed, as RolloutRunner does.
+            extra: dict[str, Any] = {}
+            if self.turn_progress:
+                extra["turn_progress"] = True
+            if self.user_model is not None:
+                extra["user_model"] = self.user_model
             res = await episode.run_task(loaded, p, infra_retries=self.infra_retries, judge=self.judge, pool=self.pool,
-                                         seed=seed, **({"turn_progress": True} if self.turn_progress else {}),
-                                         **({"user_model": self.user_model} if self.user_model is not None else {}))
+                                         seed=seed, **extra)
         finally:
             self.running -= 1
         return {"trajectory": res.trajectory, "grade": res.grade, "evidence": res.evidence,
@@ -230,9 +244,11 @@ class Agent:
 
     @property
     def name(self) -> str:
+        """The agent's name in ``run.json``: its kind."""
         return self.kind
 
     def __call__(self, spec: Any) -> Any:
+        """A fresh policy of this kind for ``spec`` (see :func:`cowork.agents.make_policy`)."""
         from ..agents import make_policy
 
         return make_policy(self.kind, spec, **dict(self.options))
@@ -255,7 +271,7 @@ class NodeActor:
 
 
 class RayRolloutRunner(RolloutRunner):
-    """A :class:`~cowork.rollout.runner.RolloutRunner` whose episodes run on a Ray cluster's Docker hosts.
+    """A :class:`~cowork.rollouts.runner.RolloutRunner` whose episodes run on a Ray cluster's Docker hosts.
 
     ``rollout()``, its arguments, results, output folder and resume are those of the local
     runner; the concurrency is the sum of the nodes' ``cowork`` slots.
@@ -349,7 +365,7 @@ class RayRolloutRunner(RolloutRunner):
 
     # ------------------------------------------------------------------ the runner's hooks
     async def rollout(self, tasks: Any, policy: Any, **kwargs: Any) -> Any:  # noqa: D102 - as RolloutRunner's
-        from ..rollout.runner import _load_tasks, _policy_factory
+        from ..rollouts.runner import _load_tasks, _policy_factory
 
         self._check_loop()
         ray = _ray()
@@ -435,8 +451,10 @@ class RayRolloutRunner(RolloutRunner):
             finally:
                 actor.in_flight -= 1
                 self._driver_policies.pop(key, None)
-                async with self._free:
-                    self._free.notify_all()
+                cond = self._free
+                if cond is not None:  # made by rollout() before any episode starts
+                    async with cond:
+                        cond.notify_all()
             traj = out["trajectory"]
             if self.policy_at == "driver":
                 tokens = getattr(policy, "token_trajectory", None)

@@ -43,6 +43,7 @@ import re
 import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from types import GenericAlias
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -65,20 +66,21 @@ class EnvOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     reward: Literal["score", "pass", "safety_gated"] = "score"
-    """The reward of a graded episode: see :func:`cowork.rollout.runner.reward_for`."""
-    max_sandboxes: int = Field(32, ge=1)
+    """The reward of a graded episode: see :func:`cowork.rollouts.runner.reward_for`."""
+    max_sandboxes: int = Field(default=32, ge=1)
     """Most sandboxes of the process's pool at once, all tasks together. A rollout holds one
     from ``reset`` until its reward is read: at least the per-process generation batch."""
-    max_per_task: int | None = Field(None, ge=1)
+    max_per_task: int | None = Field(default=None, ge=1)
     """Most sandboxes of one task at once (None: ``max_sandboxes``)."""
-    max_uses: int = Field(100, ge=1)
+    max_uses: int = Field(default=100, ge=1)
     """Episodes one sandbox serves before it is replaced by a fresh one."""
     backend: str | None = None
     """Sandbox backend name (``docker``, ``gvisor``; None: ``settings.sandbox_backend``)."""
-    acquire_timeout_s: float = Field(600.0, gt=0)
+    acquire_timeout_s: float = Field(default=600.0, gt=0)
     """Seconds a tool call waits for its episode's sandbox before it fails."""
 
     def pool_key(self) -> tuple:
+        """The pool settings: options with equal keys share one sandbox pool and loop per process."""
         return (self.max_sandboxes, self.max_per_task, self.max_uses, self.backend)
 
 
@@ -102,9 +104,9 @@ def python_type(schema: Any) -> Any:
     if isinstance(kind, list) and kind:
         return Union[tuple(python_type({**schema, "type": k}) for k in kind)]  # noqa: UP007 - built at run time
     if kind == "array" and isinstance(schema.get("items"), dict) and schema["items"]:
-        return list[python_type(schema["items"])]
+        return GenericAlias(list, python_type(schema["items"]))  # list[...] of a type known at run time
     if kind == "object" and isinstance(schema.get("additionalProperties"), dict) and schema["additionalProperties"]:
-        return dict[str, python_type(schema["additionalProperties"])]
+        return GenericAlias(dict, (str, python_type(schema["additionalProperties"])))
     return _JSON_TYPES.get(kind, Any) if isinstance(kind, str) else Any
 
 
@@ -333,7 +335,7 @@ class CoworkEnv:
             return self._reward
         if self._loaded is None:
             return None
-        from ..rollout.runner import reward_for
+        from ..rollouts.runner import reward_for
 
         self._grade, self._evidence = self._finish()
         self._reward = reward_for(self._grade, self._options.reward)
@@ -369,6 +371,16 @@ class CoworkEnv:
         return self._loaded.spec.id if self._loaded is not None else None
 
     # ------------------------------------------------------------------ internals
+    def _episode_spec(self) -> LoadedSpec:
+        """The current episode's task (set by ``reset``).
+
+        Raises:
+            CoworkError: no episode began.
+        """
+        if self._loaded is None:
+            raise CoworkError("no episode: TRL calls reset() before the tools; call it first")
+        return self._loaded
+
     def _sandbox_now(self) -> Any:
         """The episode's sandbox, waiting for the pool if it is not there yet.
 
@@ -381,7 +393,7 @@ class CoworkEnv:
             return self._sandbox
         if self._pending is None:
             raise CoworkError("no episode: TRL calls reset() before the tools; call it first")
-        spec = self._loaded.spec
+        spec = self._episode_spec().spec
         try:
             self._sandbox = self._pending.result(self._options.acquire_timeout_s)
         except concurrent.futures.TimeoutError:
@@ -446,16 +458,16 @@ class CoworkEnv:
         from ..agents.base import mcp_tool_to_openai
         from ..episode.run import Trajectory
 
-        status = "agent_broke_sandbox" if self._broken else "completed"
+        status: Literal["agent_broke_sandbox", "completed"] = "agent_broke_sandbox" if self._broken else "completed"
         tools = [mcp_tool_to_openai(_AttrTool(t)) for t in self._tools]
-        return Trajectory(task=self._loaded.spec.id, agent="trl", status=status, steps=self._steps, tools=tools,
+        return Trajectory(task=self._episode_spec().spec.id, agent="trl", status=status, steps=self._steps, tools=tools,
                           error=self._broken).model_dump()
 
     def _finish(self) -> tuple[Any, Any]:
         """Grade the episode and give its sandbox back; (Grade, Evidence or None)."""
         from ..grading import Grade
 
-        spec, rt = self._loaded.spec, _runtime(self._options)
+        spec, rt = self._episode_spec().spec, _runtime(self._options)
         try:
             sb = self._sandbox_now()
         except SandboxError as exc:
@@ -475,7 +487,7 @@ class CoworkEnv:
         from ..episode.run import _outside_checks, broken_sandbox_grade
         from ..grading import Grade, grade
 
-        pool, loaded, trace = _runtime(self._options).pool, self._loaded, self._trace()
+        pool, loaded, trace = _runtime(self._options).pool, self._episode_spec(), self._trace()
         if self._broken is None:
             try:
                 ev = await sb.export_evidence(trace=trace)
@@ -580,7 +592,7 @@ class CoworkTRL:
 
     Args:
         tasks: Task folders, ``task.yaml`` files, folders of tasks, or loaded specs.
-        reward: ``score``, ``pass`` or ``safety_gated`` (see :func:`cowork.rollout.runner.reward_for`).
+        reward: ``score``, ``pass`` or ``safety_gated`` (see :func:`cowork.rollouts.runner.reward_for`).
         max_sandboxes: Most sandboxes at once per process: at least the per-process generation
             batch (``per_device_train_batch_size * steps_per_generation``).
         max_per_task: Most sandboxes of one task at once (default ``max_sandboxes``).
@@ -647,7 +659,7 @@ class CoworkTRL:
         """For ``GRPOTrainer(environment_factory=...)``: a zero-argument factory (a picklable
         ``functools.partial``), or one per environment name when tasks differ in tools."""
         _check_trl()
-        factories = {name: functools.partial(make_environment, tuple(self.tools[tasks[0].spec.id]),
+        factories: dict[str, Callable[[], CoworkEnv]] = {name: functools.partial(make_environment, tuple(self.tools[tasks[0].spec.id]),
                                              _class_name(name if len(self.groups) > 1 else None), self.options)
                      for name, tasks in self.groups.items()}
         return next(iter(factories.values())) if len(factories) == 1 else factories

@@ -98,6 +98,17 @@ def run_dir_of(container: Any) -> Path:
 
 
 def loaded_spec(container: Any, saved: dict[str, Any] | None, spec: "LoadedSpec | str | os.PathLike | None") -> LoadedSpec:
+    """The spec of a running sandbox: ``spec`` when given, else the one ``cowork up`` kept.
+
+    Args:
+        container: The sandbox's container (its labels name the task).
+        saved: The record ``cowork up`` kept in the run dir (None: none).
+        spec: A spec given by the caller: a loaded one, or a task folder / task.yaml.
+
+    Raises:
+        CoworkError: ``spec`` is another task's, or none was given and none was kept.
+        SpecError: ``spec`` does not load.
+    """
     from ..engine import labels
     from ..spec.models import TaskSpec
 

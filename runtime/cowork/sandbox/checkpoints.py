@@ -29,11 +29,16 @@ class Checkpointable(Protocol):
     run_dir: Path
     spec: Any
     unexported: bool
-    uses_services: bool
 
-    async def tools(self) -> list: ...
+    @property
+    def uses_services(self) -> bool:
+        """The task has mock services (their state is part of the evidence)."""
 
-    def _initial_hashes(self) -> dict[str, str] | None: ...
+    async def tools(self) -> list:
+        """The MCP tools the sandbox serves."""
+
+    def _initial_hashes(self) -> dict[str, str]: ...
+
 
 #: Folders of the run dir (server.checkpoint writes them).
 CHECKPOINT_DIR = "checkpoints"
@@ -120,6 +125,9 @@ async def restore(sb: Checkpointable, snapshot: dict[str, Any] | str) -> dict[st
             restore differs from the snapshot's.
     """
     snap_id = snapshot.get("id") if isinstance(snapshot, dict) else snapshot
+    if not isinstance(snap_id, str):  # the server would refuse it as an unknown snapshot
+        raise CheckpointError(f"restore of {sb.name}: snapshot id {snap_id!r} is not a string; pass the dict "
+                              "checkpoint() returned, or its id")
     out = await restore_run_dir(sb.run_dir, snap_id, timeout=_timeout(sb), what=f"{sb.name} (task {sb.spec.id})")
     if isinstance(snapshot, dict) and snapshot.get("hash") and out["hash"] != snapshot["hash"]:
         raise CheckpointError(f"restore of {sb.name} to {snap_id}: state hash {out['hash']} differs from the "

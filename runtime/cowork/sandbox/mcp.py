@@ -180,6 +180,11 @@ class RpcMcpClient:
         await self.close()
 
     async def initialize(self) -> dict[str, Any]:
+        """Ask the server who it is (``server/discover``); returns its answer.
+
+        Raises:
+            McpError: the socket does not answer or the server refuses.
+        """
         result = await self._request("server/discover", {})
         self.server_info = (result.get("_meta") or {}).get("io.modelcontextprotocol/serverInfo") or {}
         return result
@@ -196,6 +201,7 @@ class RpcMcpClient:
         return await self._request("tools/call", {"name": name, "arguments": arguments})
 
     async def close(self) -> None:
+        """Close the connection; calls still waiting fail with McpError."""
         if self._writer is not None:
             self._writer.close()
             self._writer = None

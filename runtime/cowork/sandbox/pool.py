@@ -96,7 +96,7 @@ class SandboxPool:
         #: ``reset_failed`` (failed or did not verify: replaced), ``health_check_failed``,
         #: ``retired_max_uses``, ``idle_closed``, ``evicted``, ``discarded``, ``removed`` (any
         #: reason), ``start_failed`` (background starts).
-        self.stats = collections.Counter()
+        self.stats: collections.Counter[str] = collections.Counter()
 
     # ------------------------------------------------------------------ public
     async def acquire(self, spec: LoadedSpec | str | os.PathLike, *, seed: int | None = None) -> Sandbox:
@@ -230,7 +230,7 @@ class SandboxPool:
 
     def counts(self, spec_id: str | None = None) -> dict[str, int]:
         """Warm / busy / starting / resetting sandboxes (of one task id, or all)."""
-        out = collections.Counter()
+        out: collections.Counter[str] = collections.Counter()
         for s in self._tasks.values():
             if spec_id is None or s.loaded.spec.id == spec_id:
                 out.update(warm=len(s.warm), busy=len(s.busy), starting=s.starting, resetting=s.resetting)
@@ -281,9 +281,10 @@ class SandboxPool:
             loaded = spec
         else:
             path = str(Path(spec).resolve())
-            loaded = self._specs.get(path)
-            if loaded is None:
-                loaded = self._specs[path] = load_spec(spec)
+            known = self._specs.get(path)
+            if known is None:
+                known = self._specs[path] = load_spec(spec)
+            loaded = known
         key = f"{loaded.spec.id}@{loaded.root}"
         slots = self._tasks.get(key)
         if slots is None:

@@ -69,7 +69,7 @@ class Sandbox:
         self.name = name
         self.run_dir = run_dir
         self.started_at = time.time()
-        self._client = None
+        self._client: RpcMcpClient | LeanMcpClient | None = None
         self._stack = contextlib.AsyncExitStack()
         self._stopped = False
         self._tools: list | None = None
@@ -119,13 +119,13 @@ class Sandbox:
         engine = DockerBackend(runtime) if runtime is not None and backend is None else get_backend(backend)
         loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
         await _sweep_once(reap, in_thread)
-        image = image or await in_thread(ensure_task_image, loaded)
+        tag = image if image else await in_thread(ensure_task_image, loaded)
         # Starting is CPU-bound (the server's imports): a bounded number at a time, so that a
         # burst of starts queues instead of every one of them running past its ready timeout.
         async with _start_slots():
-            started = await in_thread(engine.start, image, loaded.spec.id, loaded.spec.limits, keep=keep,
+            started = await in_thread(engine.start, tag, loaded.spec.id, loaded.spec.limits, keep=keep,
                                       environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
-            sb = cls(loaded, image, started.container_id, started.name, started.run_dir, backend=engine)
+            sb = cls(loaded, tag, started.container_id, started.name, started.run_dir, backend=engine)
             try:
                 await sb._wait_ready(ready_timeout)
                 await sb._connect()
@@ -163,6 +163,11 @@ class Sandbox:
         client = RpcMcpClient(str(rpc)) if rpc.exists() else LeanMcpClient(str(self.socket_path))
         self._client = await self._stack.enter_async_context(client)
 
+    def _session(self) -> RpcMcpClient | LeanMcpClient:
+        if self._client is None:
+            raise SandboxError(f"sandbox {self.name} has no MCP session (attached with connect=False)")
+        return self._client
+
     async def stop(self) -> None:
         """Close the MCP session and remove the container and its run dir. Idempotent."""
         if self._stopped:
@@ -198,6 +203,8 @@ class Sandbox:
         leaves it running.
 
         Args:
+            ref: The container's id (a prefix will do) or name.
+            spec: The task's spec (a loaded one, or a task folder / task.yaml) instead of the kept one.
             connect: Open an MCP session (False: control socket and files only, for a sandbox
                 whose server may be dead).
 
@@ -245,7 +252,7 @@ class Sandbox:
     # ------------------------------------------------------------------ tools
     async def list_tools(self) -> list:
         """The MCP tools the sandbox serves (mcp.types.Tool objects), asked of the server."""
-        self._tools = await self._client.list_tools()
+        self._tools = await self._session().list_tools()
         return self._tools
 
     async def tools(self) -> list:
@@ -286,7 +293,7 @@ class Sandbox:
         t0 = time.perf_counter()
         try:
             async with asyncio.timeout(limit):  # no extra task per call, unlike wait_for
-                r = await self._client.call_tool(name, args)
+                r = await self._session().call_tool(name, args)
         except asyncio.TimeoutError:
             return ToolResult(tool=name, args=args, is_error=True,
                               text=f"tool call timed out after {limit:g}s (host side)",
@@ -482,6 +489,7 @@ class Sandbox:
         :meth:`record_pristine`.
 
         Args:
+            seed: The fault seed of the next episode (None: the spec's own).
             discard_evidence: Reset even though the episode's evidence was not exported
                 (without it such a reset is refused, here and by the server).
 

@@ -17,6 +17,7 @@ import signal
 import socket
 import sys
 import warnings
+from typing import TYPE_CHECKING
 
 from .. import __version__, formats
 from ..toolhost.control import serve_control
@@ -24,8 +25,12 @@ from ..toolhost.rpc import RpcServer
 from .app import ServerConfig, build_app
 from .control_ops import ControlOps
 from .fs.agentfs import AgentFS
+from .fs.forkfs import ForkFS
 from .state.audit import AuditLog, audit_budget
 from .tools.workspace import WorkspaceConfig
+
+if TYPE_CHECKING:
+    import uvicorn
 
 log = logging.getLogger("cowork.server")
 
@@ -83,7 +88,7 @@ def _protect_folders(root: str, rel_paths: list[str]) -> None:
         os.chmod(folder, 0o1777)
 
 
-async def seed_workspace(raw: dict, fs: AgentFS, root: str, seed_dir: str) -> None:
+async def seed_workspace(raw: dict, fs: AgentFS | ForkFS, root: str, seed_dir: str) -> None:
     """Copy the seed files into the workspace as the agent, then apply owner and mode.
 
     Runs before the agent's first call, so nothing else touches the workspace meanwhile.
@@ -157,7 +162,7 @@ class LazyHttp:
     def __init__(self, host, listener: socket.socket):
         self.host = host
         self.listener = listener
-        self.server = None
+        self.server: uvicorn.Server | None = None
         self._task: asyncio.Task | None = None
 
     def arm(self) -> None:
@@ -178,17 +183,17 @@ class LazyHttp:
             # stream; sessions stay stateful. Named implementations instead of "auto": no probing
             # for uvloop/httptools, no websockets import; no proxy headers on a private socket.
             app = self.host.fastmcp().http_app(path="/mcp", json_response=True)
-            self.server = uvicorn.Server(uvicorn.Config(
+            server = self.server = uvicorn.Server(uvicorn.Config(
                 app, log_level="warning", lifespan="on", timeout_graceful_shutdown=1, access_log=False,
                 loop="asyncio", http="h11", ws="none", proxy_headers=False,
             ))
             # startup/main_loop/shutdown rather than serve(): serve() would take over SIGTERM.
-            config = self.server.config
+            config = server.config
             config.load()
-            self.server.lifespan = config.lifespan_class(config)
-            await self.server.startup(sockets=[self.listener])
-            await self.server.main_loop()
-            await self.server.shutdown(sockets=[self.listener])
+            server.lifespan = config.lifespan_class(config)
+            await server.startup(sockets=[self.listener])
+            await server.main_loop()
+            await server.shutdown(sockets=[self.listener])
         except Exception:  # noqa: BLE001 - the host's path stays up; the client sees its connection fail
             log.exception("the streamable HTTP app could not start")
             self.listener.close()  # waiting clients see the connection refused rather than hang

@@ -39,7 +39,7 @@ class Matcher(_Frozen):
     """Equal to one of these values."""
     ignore_case: bool = False
     """Compare text case-insensitively."""
-    tolerance: float = Field(0.0, ge=0)
+    tolerance: float = Field(default=0.0, ge=0)
     """Allowed absolute difference when both sides are numbers."""
     absent: bool | None = None
     """``true``: the argument or field is missing (or null); ``false``: it is given."""
@@ -90,16 +90,16 @@ class _Check(_Frozen):
     """Stable name of the check in grades; defaults to ``<type>-<n>``."""
     description: str | None = None
     """What the check means, for people reading the grade."""
-    weight: float = Field(1.0, ge=0)
+    weight: float = Field(default=1.0, ge=0)
     """Weight in the completion score."""
     holds_initially: bool = False
     """The check already holds on the untouched seed on purpose (a "keep this as it is" guard);
     validation does not flag it."""
-    after_turn: int | None = Field(None, ge=1)
+    after_turn: int | None = Field(default=None, ge=1)
     """Judge on the state and actions as they were when the agent ended this turn (see
     spec.conversation), instead of at the end. A turn the episode never reached is judged at
     the end (nothing happened after it)."""
-    after_day: int | None = Field(None, ge=1)
+    after_day: int | None = Field(default=None, ge=1)
     """Judge as things were when this day's last turn ended."""
     example: Annotated[str | None, BeforeValidator(
         lambda v: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)] = None
@@ -174,7 +174,7 @@ class _Calls(_Check):
 class ToolCalled(_Calls):
     """Some audited call of ``tool`` matched every argument matcher."""
     type: Literal["tool_called"]
-    min_count: int = Field(1, ge=1)
+    min_count: int = Field(default=1, ge=1)
 
 
 
@@ -217,13 +217,13 @@ class CsvCellEquals(_Check):
     path: WsPath
     column: str
     """Column name from the header row."""
-    row: int | None = Field(None, ge=0)
+    row: int | None = Field(default=None, ge=0)
     """Data row index (0 = first row after the header). Give this or ``where``."""
     where: dict[str, str] | None = None
     """Pick the row whose cells equal these values, e.g. ``{region: north, month: 2026-09}``."""
     value: Any
     """Expected value; compared as a number when both sides parse as numbers."""
-    tolerance: float = Field(0.0, ge=0)
+    tolerance: float = Field(default=0.0, ge=0)
     """Allowed absolute difference for numbers."""
 
     @model_validator(mode="after")
@@ -237,8 +237,8 @@ class LineCount(_Check):
     """The file's number of lines lies within [min, max]."""
     type: Literal["line_count"]
     path: WsPath
-    min: int | None = Field(None, ge=0)
-    max: int | None = Field(None, ge=0)
+    min: int | None = Field(default=None, ge=0)
+    max: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _bounds(self) -> "LineCount":
@@ -250,8 +250,8 @@ class LineCount(_Check):
 class ToolCallCount(_Calls):
     """The number of audited calls of ``tool`` matching ``args`` lies within [min, max]."""
     type: Literal["tool_call_count"]
-    min: int = Field(0, ge=0)
-    max: int | None = Field(None, ge=0)
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
 
 
 
@@ -296,7 +296,7 @@ class Judge(_Check):
     """A graded rubric instead of one yes/no question: weighted items, each scored in [0, 1]
     by the judge (all in one call); the check's credit is their weighted mean. ``rubric``
     then says what is being graded."""
-    pass_at: float = Field(1.0, ge=0, le=1)
+    pass_at: float = Field(default=1.0, ge=0, le=1)
     """With ``items``: the credit at which the check counts as passed (a safety rule: below
     it, a violation). Partial credit counts in the completion score either way."""
 
@@ -310,7 +310,7 @@ class Verifier(_Check):
     """Folder beside task.yaml mounted read-only at /verifier."""
     command: str = Field(min_length=1)
     """Run with bash in /verifier, as an unprivileged user, with PATH=/usr/bin:/bin and no network."""
-    timeout_s: float = Field(60, gt=0)
+    timeout_s: float = Field(default=60, gt=0)
 
 
 class Plugin(_Check):
@@ -329,7 +329,7 @@ class RubricItem(_Frozen):
     """Name of the item in the judgement."""
     rubric: str = Field(min_length=1)
     """What earns this item's credit."""
-    weight: float = Field(1.0, gt=0)
+    weight: float = Field(default=1.0, gt=0)
     """Weight of the item in the check's credit."""
 
 
@@ -350,7 +350,7 @@ class _Records(_Check):
 class RecordExists(_Records):
     """At least ``min_count`` records in the final state match ``where``."""
     type: Literal["record_exists"]
-    min_count: int = Field(1, ge=1)
+    min_count: int = Field(default=1, ge=1)
 
 
 class RecordAbsent(_Records):
@@ -361,8 +361,8 @@ class RecordAbsent(_Records):
 class RecordCount(_Records):
     """The number of final records matching ``where`` lies within [min, max]."""
     type: Literal["record_count"]
-    min: int = Field(0, ge=0)
-    max: int | None = Field(None, ge=0)
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
 
 
 class NoRecordCreated(_Records):
@@ -426,7 +426,7 @@ class NumberFact(_Frozen):
     """A number the text must state (``1,482,300``, ``1482300.00``, ``EUR 1.78`` all read)."""
 
     value: float
-    tolerance: float = Field(0.0, ge=0)
+    tolerance: float = Field(default=0.0, ge=0)
 
 
 class Answer(_Check):
@@ -478,8 +478,8 @@ class DistinctCount(_Check):
     """With ``service``: only records that match."""
     only: list[Literal["created", "updated"]] = []
     """With ``service``: only records the episode created or updated."""
-    min: int = Field(0, ge=0)
-    max: int | None = Field(None, ge=0)
+    min: int = Field(default=0, ge=0)
+    max: int | None = Field(default=None, ge=0)
 
     @model_validator(mode="after")
     def _one_source(self) -> "DistinctCount":

@@ -48,7 +48,7 @@ class Action(_Frozen):
     read on the clock at that moment."""
     clock: str | None = None
     """Move the task clock: ISO 8601, or relative to the task's start clock (``now+1d@09:00``)."""
-    as_: str | None = Field(None, alias="as")
+    as_: str | None = Field(default=None, alias="as")
     """With ``tool``: who does it, instead of the service's own user: a colleague commenting on
     a ticket (``as: priya@acme.com``), posting in chat (``as: priya``, a chat user id), moving
     a meeting. For the services that have a user: calendar, chat, crm, documents, expenses,
@@ -105,7 +105,7 @@ class UserTurn(_Frozen):
     """Say it only when this holds after the agent's turn; otherwise the user looks further."""
     actions: list[Action] = []
     """What the user does in the sandbox before saying it (as ``actor: user``)."""
-    day: int = Field(1, ge=1)
+    day: int = Field(default=1, ge=1)
     """The day this message belongs to."""
 
 
@@ -124,7 +124,7 @@ class LLMUser(_Frozen):
     """Hidden facts the user knows and gives only when the agent asks for them."""
     stop: str = "###STOP###"
     """The marker the simulated user writes to end the conversation."""
-    temperature: float = Field(0.0, ge=0, le=2)
+    temperature: float = Field(default=0.0, ge=0, le=2)
     """Sampling temperature of the user model."""
 
 
@@ -137,7 +137,7 @@ class User(_Frozen):
     none holds, the day's conversation ends."""
     llm: LLMUser | None = None
     """Simulate the user with a model instead (the ``turns`` stay the fallback)."""
-    max_turns: int = Field(10, ge=0, le=200)
+    max_turns: int = Field(default=10, ge=0, le=200)
     """Most user replies in the whole episode."""
 
     @model_validator(mode="after")
@@ -153,10 +153,10 @@ class Event(_Frozen):
 
     id: str | None = None
     """Name of the event in the trajectory; defaults to ``event-<n>``."""
-    day: int = Field(1, ge=1)
+    day: int = Field(default=1, ge=1)
     """The day it belongs to; without ``after_turn`` or ``at`` it fires at that day's start,
     before the day's first message."""
-    after_turn: int | None = Field(None, ge=1)
+    after_turn: int | None = Field(default=None, ge=1)
     """Fire after the agent ends this turn (before the user's next message)."""
     at: str | None = None
     """Fire when the task clock reaches this time (ISO 8601 or relative to the start clock)."""
@@ -183,4 +183,7 @@ class Day(_Frozen):
     prompt: str = Field(min_length=1)
     """The user's first message of the day."""
 
-    _check = model_validator(mode="after")(lambda self: (_check_time(self.clock), self)[1])
+    @model_validator(mode="after")
+    def _check(self) -> Day:
+        _check_time(self.clock)
+        return self

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import ast
 import operator
+from collections.abc import Callable
 from typing import Any
 
 _BIN = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, ast.Div: operator.truediv}
 _CMP = {ast.Lt: operator.lt, ast.LtE: operator.le, ast.Gt: operator.gt, ast.GtE: operator.ge,
         ast.Eq: operator.eq, ast.NotEq: operator.ne}
-_FUNCS = {"min": min, "max": max, "abs": abs, "clamp": lambda x, lo, hi: max(lo, min(hi, x))}
+_FUNCS: dict[str, Callable[..., Any]] = {"min": min, "max": max, "abs": abs, "clamp": lambda x, lo, hi: max(lo, min(hi, x))}
 MAX_NODES = 200
 
 
@@ -87,7 +88,7 @@ def evaluate(formula: str, values: dict[str, float]) -> float:
             return True
         if isinstance(n, ast.IfExp):
             return ev(n.body) if ev(n.test) else ev(n.orelse)
-        if isinstance(n, ast.Call):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name):  # parse() allows no other call
             return _FUNCS[n.func.id](*[ev(a) for a in n.args])
         raise ValueError(f"formula may not use {type(n).__name__}")  # parse() already refused it
 

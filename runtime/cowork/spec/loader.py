@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
+from pydantic_core import ErrorDetails
 
 from ..errors import SpecError
 from .models import TaskSpec, WorkspaceFile
@@ -110,7 +112,7 @@ def _clean_loc(loc: tuple) -> tuple:
     return tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
 
 
-def _describe(err: dict) -> str:
+def _describe(err: ErrorDetails) -> str:
     kind = err["type"]
     msg = err["msg"]
     if kind == "extra_forbidden":
@@ -139,7 +141,7 @@ def _check_types() -> list[str]:
     return sorted(m.model_fields["type"].annotation.__args__[0] for m in get_args(union))
 
 
-def _error_loc(err: dict, data: Any) -> tuple:
+def _error_loc(err: ErrorDetails, data: Any) -> tuple:
     loc = _strip_tags(_clean_loc(err["loc"]), data)
     if err["type"] in ("union_tag_invalid", "union_tag_not_found"):
         loc = loc + ("type",)  # the fault is the check's type field
@@ -291,7 +293,7 @@ def _duplicates(data: dict, where, shown: str) -> list[str]:
             if not isinstance(c, dict):
                 continue
             cid = c.get("id") or (f"{c.get('type')}-{i}" if group == "checks" else f"safety-{c.get('type')}-{i}")
-            loc = (group, i, "id") if "id" in c else (group, i)
+            loc: tuple[str | int, ...] = (group, i, "id") if "id" in c else (group, i)
             if cid in seen:
                 first = seen[cid]
                 problems.append(f"{shown}:{where(loc)}: {_field(loc)}: duplicate check id {cid!r} "
@@ -326,7 +328,7 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
     elif dir_set and base is not None and not base.is_dir():
         problems.append(f"{shown}:{where(('workspace', 'dir'))}: workspace.dir: folder {ws.dir!r} not found beside {SPEC_FILE}")
     for i, f in enumerate(ws.files):
-        loc = ("workspace", "files", i)
+        loc: tuple[str | int, ...] = ("workspace", "files", i)
         if f.source is not None:
             src = (root / f.source).resolve()
             if not src.is_relative_to(root.resolve()):
@@ -362,7 +364,7 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
     return problems
 
 
-def load_specs(paths: list[str | os.PathLike]) -> list[LoadedSpec]:
+def load_specs(paths: Sequence[str | os.PathLike[str]]) -> list[LoadedSpec]:
     """Load several specs; a folder without task.yaml is searched for task folders.
 
     Raises:

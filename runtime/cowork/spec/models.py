@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
@@ -14,7 +15,7 @@ from ..services.names import SERVICE_TOOLS
 from ..services.registry import ServicesSeed
 from .capabilities import CapabilityName, Difficulty
 from .checks import Check
-from .conversation import Day, Event, User
+from .conversation import Day, Event, User, UserTurn
 from .paths import WsPath
 from .toolnames import ToolName, known_tools  # noqa: F401  (known_tools: public here)
 
@@ -77,22 +78,22 @@ class Workspace(_Frozen):
 class Limits(_Frozen):
     """Resource and time limits of one episode."""
 
-    max_turns: int = Field(30, ge=1, le=1000)
+    max_turns: int = Field(default=30, ge=1, le=1000)
     """Most assistant turns before the episode is stopped."""
-    episode_timeout_s: float = Field(600, gt=0)
+    episode_timeout_s: float = Field(default=600, gt=0)
     """Wall-clock limit for the whole episode."""
-    tool_timeout_s: float = Field(30, gt=0)
+    tool_timeout_s: float = Field(default=30, gt=0)
     """Limit for one tool call; a call past it is cut and reported as a tool error."""
-    output_limit_bytes: int = Field(16384, ge=256)
+    output_limit_bytes: int = Field(default=16384, ge=256)
     """Largest tool output returned to the agent; longer output is truncated and says so."""
-    cpus: float = Field(1.0, gt=0, le=64)
+    cpus: float = Field(default=1.0, gt=0, le=64)
     """CPU share of the container."""
-    memory_mb: int = Field(512, ge=32)
+    memory_mb: int = Field(default=512, ge=32)
     """Memory for the agent's processes (MiB). The container's limit adds /workspace and /tmp
     (``disk_mb`` each, tmpfs pages being charged to it) and a reserve for the server."""
-    pids: int = Field(256, ge=16)
+    pids: int = Field(default=256, ge=16)
     """Most processes and threads in the container."""
-    disk_mb: int = Field(64, ge=1)
+    disk_mb: int = Field(default=64, ge=1)
     """Size of the writable /workspace; /tmp gets the same."""
     background_jobs: bool = False
     """Let processes a shell command started outlive it. Off (the default): after every shell
@@ -107,9 +108,9 @@ class Scoring(_Frozen):
     the weights), where robustness counts only when faults were injected (otherwise the score is
     the completion) and gate is 0 when a safety rule was violated and ``safety_gate`` is on."""
 
-    completion_weight: float = Field(0.8, ge=0)
+    completion_weight: float = Field(default=0.8, ge=0)
     """Weight of the completion score."""
-    robustness_weight: float = Field(0.2, ge=0)
+    robustness_weight: float = Field(default=0.2, ge=0)
     """Weight of the robustness score (share of injected faults the agent recovered from)."""
     safety_gate: bool = True
     """A safety violation sets the score to 0. Off: violations are reported but do not gate."""
@@ -180,7 +181,7 @@ class TaskSpec(_Frozen):
     """Safety rules: each must hold; one that fails is a violation and gates the score."""
     scoring: Scoring = Scoring()
     """How checks combine into a score."""
-    pass_threshold: float = Field(0.75, ge=0, le=1)
+    pass_threshold: float = Field(default=0.75, ge=0, le=1)
     """Least score that counts as passed."""
     user: User | None = None
     """The user after the first request: scripted replies (conditional, with actions in the
@@ -232,7 +233,9 @@ class TaskSpec(_Frozen):
                 except ValueError as exc:
                     raise ValueError(f"{group}[{n}]: {exc}") from None
         last_day = len(self.days) + 1
-        for kind, items in (("user.turns", self.user.turns if self.user else []), ("events", self.events)):
+        dated: list[tuple[str, Sequence[UserTurn | Event]]] = [
+            ("user.turns", self.user.turns if self.user else []), ("events", self.events)]
+        for kind, items in dated:
             for n, item in enumerate(items):
                 if item.day > last_day:
                     raise ValueError(f"{kind}[{n}].day: day {item.day} does not exist (the task has {last_day})")

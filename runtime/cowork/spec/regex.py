@@ -1,13 +1,13 @@
-"""Spec regular expressions: one linear-time engine (RE2) for every spec pattern matched on the host.
+r"""Spec regular expressions: one linear-time engine (RE2) for every spec pattern matched on the host.
 
 The text a grader matches is the agent's (its shell commands, files, tool arguments, records),
 so a backtracking engine is an attack surface: ``(a|a)*b`` against 32 KB of ``a`` takes seconds
 in Python's ``re`` and a megabyte takes minutes. RE2 matches in time linear in the text, and
 refuses at spec load what it cannot do in linear time (lookarounds, backreferences).
 
-Python's ``\\Z`` (end of text) is accepted and read as RE2's ``\\z``; everything else follows
-RE2 syntax (https://github.com/google/re2/wiki/Syntax). Classes such as ``\\d``, ``\\w``,
-``\\b`` are ASCII-only in RE2.
+Python's ``\Z`` (end of text) is accepted and read as RE2's ``\z``; everything else follows
+RE2 syntax (https://github.com/google/re2/wiki/Syntax). Classes such as ``\d``, ``\w``,
+``\b`` are ASCII-only in RE2.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ _HINT = ("RE2 syntax: no lookarounds ((?=, (?!, (?<=, (?<!) and no backreference
 
 
 def _translate(pattern: str) -> str:
-    """Python's ``\\Z`` is RE2's ``\\z``; an escaped backslash before ``Z`` stays as it is."""
+    r"""Python's ``\Z`` is RE2's ``\z``; an escaped backslash before ``Z`` stays as it is."""
     out, i = [], 0
     while i < len(pattern):
         ch = pattern[i]

@@ -75,9 +75,11 @@ class SynthOptions:
     timeout: float = 300.0
 
     def resolved_base_url(self) -> str:
+        """``base_url``, else ``$OPENAI_BASE_URL``, else OpenAI's API (no trailing slash)."""
         return resolve_base_url(self.base_url)
 
     def resolved_api_key(self) -> str:
+        """``api_key`` when given (even empty), else ``$OPENAI_API_KEY``, else empty."""
         return resolve_api_key(self.api_key)
 
 
@@ -107,9 +109,11 @@ class SynthReport:
 
     @property
     def accepted(self) -> list[AttemptResult]:
+        """The attempts that gave a validated spec."""
         return [a for a in self.attempts if a.accepted]
 
     def failure_counts(self) -> dict[str, int]:
+        """Failed rounds by kind, over every attempt, sorted by kind."""
         counts: dict[str, int] = {}
         for a in self.attempts:
             for kind in a.failures:
@@ -117,9 +121,11 @@ class SynthReport:
         return dict(sorted(counts.items()))
 
     def per_minute(self) -> float:
+        """Validated specs per minute of the run (0.0 for a run that took no time)."""
         return round(len(self.accepted) / (self.seconds / 60), 3) if self.seconds > 0 else 0.0
 
     def as_dict(self) -> dict[str, Any]:
+        """The report as ``synth-report.json`` holds it: counts, failures by kind, every attempt."""
         return {"capability": self.capability, "model": self.model, "attempts": len(self.attempts),
                 "accepted": len(self.accepted),
                 "rounds_per_accepted": {a.spec_id: a.rounds for a in self.accepted},
@@ -128,6 +134,7 @@ class SynthReport:
                 "specs": [asdict(a) for a in self.attempts]}
 
     def summary(self) -> str:
+        """The report for a terminal: the totals, one line per attempt, failed rounds by kind."""
         lines = [(f"{len(self.accepted)} of {len(self.attempts)} attempt(s) gave a validated spec "
                   f"({self.capability}, {self.model}) in {self.seconds:.0f}s: {self.per_minute():.2f} validated/min")]
         for a in self.attempts:
@@ -336,6 +343,8 @@ class Synthesizer:
                           sort_keys=True, default=str)
 
     def examples_for(self, index: int) -> list[Path]:
+        """The example spec folders shown in attempt ``index``: the given ones, else a few of
+        ``specs/`` that change from one attempt to the next."""
         if self.opts.examples:
             return list(self.opts.examples)
         if not self.pool:
@@ -433,6 +442,7 @@ class Synthesizer:
             return new_id, str(folder / "task.yaml")
 
     async def run(self) -> SynthReport:
+        """Run every attempt (``concurrency`` at once) and write ``synth-report.json``; see :func:`synthesize`."""
         started = time.monotonic()
         gate = asyncio.Semaphore(max(1, self.opts.concurrency))
 

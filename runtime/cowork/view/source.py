@@ -12,8 +12,8 @@ from typing import Any
 
 from ..errors import CoworkError, EvidenceError
 from ..evidence import META_FILE
-from ..rollout.metrics import summarize_episodes
-from ..rollout.runner import RESULTS_FILE, RUN_FILE, read_results
+from ..rollouts.metrics import summarize_episodes
+from ..rollouts.runner import RESULTS_FILE, RUN_FILE, read_results
 from . import charts
 from .episode import _read_json, episode_view, load_grade
 

@@ -216,8 +216,7 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
             out = r.structured if isinstance(r.structured, dict) else {}
             code = out.get("exit_code")
             if r.is_error or code != 0:
-                raise _file_error({66: "File not found", 67: "is a directory", 68: "Permission denied"}.get(
-                    code, r.text), file)
+                raise _file_error(_READ_ERRORS.get(code, r.text), file)
             head, _, body = str(out.get("output", "")).partition("\n")
             size = int(head)
             if size > limit:
@@ -257,15 +256,20 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
                                   f"|| exit 68")
             code = r.structured.get("exit_code") if isinstance(r.structured, dict) else None
             if r.is_error or code != 0:
-                raise _file_error({67: "is a directory", 68: "Permission denied"}.get(code, r.text), file)
+                raise _file_error(_WRITE_ERRORS.get(code, r.text), file)
+
+
+#: What the exit codes of the read and write scripts mean (any other: the tool's own text).
+_READ_ERRORS: dict[object, str] = {66: "File not found", 67: "is a directory", 68: "Permission denied"}
+_WRITE_ERRORS: dict[object, str] = {67: "is a directory", 68: "Permission denied"}
 
 
 def _split_marked(output: str, mark: str) -> tuple[str, str]:
-    """Split the shell tool's combined output into (stdout, stderr) by the stderr marker.
+    r"""Split the shell tool's combined output into (stdout, stderr) by the stderr marker.
 
     A marked line is stderr from the marker to its newline; what comes before the marker is
     stdout the stderr line cut into (it goes on after the stderr line). Lines are split on
-    "\\n" only: ``str.splitlines`` also breaks at \\r, \\x1c-\\x1e and others a command prints.
+    "\n" only: ``str.splitlines`` also breaks at \r, \x1c-\x1e and others a command prints.
     """
     out: list[str] = []
     err: list[str] = []

@@ -24,10 +24,11 @@ def inspect_trace(task: str, messages: Sequence[ChatMessage], model: str) -> dic
     out: list[dict[str, Any]] = []
     for m in messages:
         item: dict[str, Any] = {"role": m.role, "content": m.text}
-        if m.role == "assistant" and getattr(m, "tool_calls", None):
+        calls = getattr(m, "tool_calls", None)
+        if m.role == "assistant" and calls:
             item["tool_calls"] = [{"id": c.id, "type": "function",
                                    "function": {"name": c.function, "arguments": json.dumps(c.arguments)}}
-                                  for c in m.tool_calls]
+                                  for c in calls]
         if m.role == "tool":
             item["tool_call_id"] = m.tool_call_id
         out.append(item)

@@ -2,7 +2,7 @@
 
 import pytest
 
-from cowork.rollout.metrics import pass_at_k, pass_hat_k, summarize
+from cowork.rollouts.metrics import pass_at_k, pass_hat_k, summarize
 
 
 class TestPassAtK:

@@ -1,4 +1,4 @@
-"""Reward processing, against hand-computed examples (cowork.rollout.rewards' docstring gives the formulas)."""
+"""Reward processing, against hand-computed examples (cowork.rollouts.rewards' docstring gives the formulas)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 
 from cowork.grading import Grade
-from cowork.rollout.rewards import group_advantages, process_rewards, turn_credit
+from cowork.rollouts.rewards import group_advantages, process_rewards, turn_credit
 
 
 def _ep(score, passed=False, safe=True, status="graded", progress=None):

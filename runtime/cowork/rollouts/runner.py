@@ -19,7 +19,7 @@ import inspect
 import os
 import sys
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -84,7 +84,7 @@ class RolloutRunner:
         judge: An LLM judge for rubric items (``grading.judge.LLMJudge``).
         backend: Where the runner's own pool runs sandboxes (a backend name or instance).
         turn_progress: Measure the checks' progress after every turn of every episode
-            (``Trajectory.turn_progress``, for turn-level credit; see cowork.rollout.rewards).
+            (``Trajectory.turn_progress``, for turn-level credit; see cowork.rollouts.rewards).
         user_model: Simulates the users of specs with ``user.llm`` (a
             :class:`cowork.episode.conversation.UserModel`); without one their scripted turns are used.
 
@@ -167,9 +167,11 @@ class RolloutRunner:
         """Load the tasks and lay out every episode of the call."""
         specs = _load_tasks(tasks)
         make = _policy_factory(policy)
-        first = make(specs[0].spec) if agent is None else None  # built once: scripted policies are single-use
-        return _Call(specs=specs, make=make, group_size=group_size, seed=seed,
-                     agent=agent if agent is not None else first.name, first=first,
+        first = None
+        if agent is None:
+            first = make(specs[0].spec)  # built once: scripted policies are single-use
+            agent = first.name
+        return _Call(specs=specs, make=make, group_size=group_size, seed=seed, agent=agent, first=first,
                      out=Path(out_dir) if out_dir is not None else self.out_dir, on_episode=on_episode,
                      groups=[RolloutGroup(task=ld.spec.id, index=i,
                                           samples=[None] * group_size)  # type: ignore[list-item]
@@ -187,6 +189,8 @@ class RolloutRunner:
 
     async def _resume(self, call: _Call, done: dict[tuple[str, int], dict[str, Any]]) -> None:
         """Read back the episodes an earlier run finished; the rest is left to run."""
+        if call.out is None:  # no folder: nothing was done before (``done`` is empty)
+            return
         for i, s in [(i, s) for i, s in call.todo if (call.specs[i].spec.id, s) in done]:
             sample = await asyncio.to_thread(resumed_sample, call.out, done[(call.specs[i].spec.id, s)], i)
             call.groups[i].samples[s] = sample
@@ -262,9 +266,14 @@ class RolloutRunner:
         seed = None if base_seed is None else base_seed + s
         t0 = time.monotonic()
         # Looked up on the module at call time, so tests can stand in for run_task.
+        # Only the options in use are passed: a stand-in may not know the others.
+        extra: dict[str, Any] = {}
+        if self.turn_progress:
+            extra["turn_progress"] = True
+        if self.user_model is not None:
+            extra["user_model"] = self.user_model
         res = await episode.run_task(loaded, policy, infra_retries=self.infra_retries, judge=self.judge, pool=pool,
-                                     seed=seed, **({"turn_progress": True} if self.turn_progress else {}),
-                                     **({"user_model": self.user_model} if self.user_model is not None else {}))
+                                     seed=seed, **extra)
         return RolloutSample(task=loaded.spec.id, group=group, sample=s, seed=seed, grade=res.grade,
                              trajectory=res.trajectory, reward=reward_for(res.grade, self.reward),
                              infra_failures=list(res.infra_failures), evidence=res.evidence,
@@ -317,7 +326,7 @@ def _load_tasks(tasks: TaskInput | Iterable[TaskInput]) -> list[LoadedSpec]:
         if isinstance(t, LoadedSpec):
             loaded.append(t)
             continue
-        paths = [t]
+        paths: Sequence[str | os.PathLike] = [t]
         if isinstance(t, str) and glob.has_magic(t):
             paths = sorted(glob.glob(t))
             if not paths:

@@ -1,5 +1,5 @@
 """A rollout's live progress as the library shows it (``RolloutRunner(progress=True)``): one line on
-a stream. The CLI draws its own bar (:mod:`cowork.rollout.progress`)."""
+a stream. The CLI draws its own bar (:mod:`cowork.rollouts.progress`)."""
 
 from __future__ import annotations
 

@@ -32,7 +32,7 @@ class RolloutSample:
     grade: Grade
     trajectory: Trajectory
     reward: float | None
-    """See :func:`cowork.rollout.rewards.reward_for`; None for an ``infra_error`` episode."""
+    """See :func:`cowork.rollouts.rewards.reward_for`; None for an ``infra_error`` episode."""
     infra_failures: list[str] = field(default_factory=list)
     """Infrastructure failures retried away on a fresh sandbox (each one's message)."""
     evidence: Evidence | None = None
@@ -82,12 +82,12 @@ class RolloutGroup:
 
 @dataclass
 class RolloutResult:
-    """What one :meth:`~cowork.rollout.runner.RolloutRunner.rollout` call gives back."""
+    """What one :meth:`~cowork.rollouts.runner.RolloutRunner.rollout` call gives back."""
 
     groups: list[RolloutGroup]
     """One per task, in input order."""
     summary: dict[str, Any]
-    """Per task and overall: see :func:`cowork.rollout.metrics.summarize_episodes`; also
+    """Per task and overall: see :func:`cowork.rollouts.metrics.summarize_episodes`; also
     ``episodes_per_s``, ``wall_s``, ``episodes_run`` (this call) and ``episodes_resumed``."""
     episodes_per_s: float
     """Episodes run by this call per second of its wall time (resumed ones not counted)."""

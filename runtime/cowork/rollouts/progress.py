@@ -18,6 +18,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TextColumn,
 )
 from rich.table import Column
@@ -95,7 +96,7 @@ class ProgressReport:
         self.figures = _Figures(total, done)
         self.terminal = sys.stderr.isatty() if terminal is None else terminal
         self._bar: Progress | None = None
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "ProgressReport":
         if self.enabled and self.terminal:
@@ -123,7 +124,7 @@ class ProgressReport:
         if not self.enabled:
             return
         shown = printable(item)
-        if self._bar is not None:
+        if self._bar is not None and self._task is not None:  # set together in __enter__
             self._bar.update(self._task, completed=self.figures.done, last=shown)
             self._bar.refresh()
             return

@@ -128,7 +128,7 @@ def process_rewards(groups: Sequence[Sequence[Any]], mode: Mode = "score") -> li
         if mode == "grpo":
             out.append(group_advantages([reward_for(e.grade, "score") for e in group]))
         elif mode == "turn":
-            row = []
+            row: list[list[float] | None] = []
             for e in group:
                 r = reward_for(e.grade, "score")
                 progress = getattr(e.trajectory, "turn_progress", None)

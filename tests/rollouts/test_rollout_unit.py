@@ -13,12 +13,12 @@ from cowork.episode import run as episode
 from cowork.episode.run import EpisodeResult, Trajectory
 from cowork.errors import CoworkError, SandboxError
 from cowork.grading import Grade
-from cowork.rollout.folder import RunFolder
-from cowork.rollout.metrics import summarize_episodes
-from cowork.rollout.results import read_results
-from cowork.rollout.rewards import reward_for
-from cowork.rollout.runner import RolloutRunner, rollout
-from cowork.rollout.schedule import Schedule
+from cowork.rollouts.folder import RunFolder
+from cowork.rollouts.metrics import summarize_episodes
+from cowork.rollouts.results import read_results
+from cowork.rollouts.rewards import reward_for
+from cowork.rollouts.runner import RolloutRunner, rollout
+from cowork.rollouts.schedule import Schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 CSV = ROOT / "specs" / "fix-csv-report"
