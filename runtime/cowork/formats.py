@@ -143,12 +143,29 @@ def _json_type(value: Any) -> str:
 
 
 #: A surrogate code point; in a Python str (decoded JSON included) it is always a lone one.
-_SURROGATE = re.compile("[\ud800-\udfff]")
+SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def has_surrogates(text: str) -> bool:
     """True when ``text`` holds a lone surrogate (a code point UTF-8 cannot encode)."""
-    return _SURROGATE.search(text) is not None
+    return SURROGATE.search(text) is not None
+
+
+def any_surrogates(value: Any) -> bool:
+    """True when a string anywhere in ``value`` (a JSON-like tree: keys included) holds a lone
+    surrogate. Walked without recursion: the tree may be as deep as the model made it."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, str):
+            if has_surrogates(v):
+                return True
+        elif isinstance(v, dict):
+            stack.extend(v.keys())
+            stack.extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            stack.extend(v)
+    return False
 
 
 def replace_surrogates(value: Any) -> Any:
@@ -158,7 +175,7 @@ def replace_surrogates(value: Any) -> Any:
     text, and outputs serialise. The audit keeps the arguments as sent.
     """
     if isinstance(value, str):
-        return _SURROGATE.sub("\ufffd", value)
+        return SURROGATE.sub("\ufffd", value)
     if isinstance(value, dict):
         return {replace_surrogates(k): replace_surrogates(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -20,12 +20,19 @@ def _escape(cp: int) -> str:
     return f"\\x{cp:02x}" if cp < 0x100 else f"\\u{cp:04x}"
 
 
-_TABLE = {cp: _escape(cp) for cp in _ESCAPED}
+#: Lone surrogates, which no UTF-8 output can hold: U+DC80..U+DCFF are the bytes of a name that
+#: is not UTF-8 (decoded with ``surrogateescape``, as os and tarfile do), shown as that byte
+#: (``\xff``); any other (a model's JSON ``\ud800``) as its code point.
+_SURROGATES = {cp: f"\\x{cp - 0xDC00:02x}" if 0xDC80 <= cp <= 0xDCFF else f"\\u{cp:04x}"
+               for cp in range(0xD800, 0xE000)}
+
+_TABLE = {**{cp: _escape(cp) for cp in _ESCAPED}, **_SURROGATES}
 _TABLE_KEEP_NEWLINES = {cp: v for cp, v in _TABLE.items() if cp != 0x0A}
 
 
 def printable(text: object, newlines: bool = False) -> str:
-    r"""``text`` with every control, bidi and separator character written as an escape.
+    r"""``text`` with every control, bidi and separator character, and every lone surrogate
+    (a byte of a name that is not UTF-8: ``\xff``), written as an escape.
 
     Args:
         text: Anything; non-strings are converted with ``str``.

@@ -60,6 +60,10 @@ class Trajectory(BaseModel):
     tokens: TokenTrajectory | None = None
     """Token ids, logprobs and loss mask of the episode, from policies that keep them
     (``token_trajectory()``: the hf, vllm and vllm-server backends)."""
+    surrogates_replaced: bool = False
+    """True when the model wrote lone surrogates (JSON allows ``\\ud800``; UTF-8 cannot hold
+    it) and they were replaced by U+FFFD here and in the grade, to save the episode: the
+    same replacement and flag as the audit log's ``tool_call`` records."""
     conversation: list[dict[str, Any]] = []
     """Multi-turn tasks: what the task did around the agent, in order. ``kind`` is ``user``
     (a user message: ``turn``, ``day``, ``message`` = its index in ``messages``, ``source``

@@ -12,6 +12,7 @@ from typing import Any
 
 from ..episode.trajectory import Trajectory
 from ..errors import CoworkError
+from ..formats import any_surrogates, replace_surrogates
 from ..grading import Grade
 from ..spec.models import TaskSpec
 from .metrics import NOT_SCORED
@@ -35,6 +36,9 @@ def save_bundle(folder: str | os.PathLike, sample: RolloutSample, spec: TaskSpec
     """Write an episode's bundle: the evidence (when there is some), ``grade.json``,
     ``spec.json`` (so ``cowork grade FOLDER`` regrades it offline) and ``trajectory.json``.
 
+    A lone surrogate the model wrote is saved as U+FFFD (see :func:`savable`): the sample's
+    trajectory and grade become the saved ones, so its results line says so too.
+
     Args:
         folder: The bundle's folder (made when missing).
         sample: The finished episode.
@@ -42,6 +46,7 @@ def save_bundle(folder: str | os.PathLike, sample: RolloutSample, spec: TaskSpec
         fresh: Empty the folder first (a bundle left half-written by a killed run); the
             files are synced before this returns.
     """
+    sample.trajectory, sample.grade = savable(sample.trajectory, sample.grade)
     d = Path(folder)
     if fresh and d.exists():
         shutil.rmtree(d)
@@ -60,6 +65,18 @@ def save_bundle(folder: str | os.PathLike, sample: RolloutSample, spec: TaskSpec
                     os.fsync(fh.fileno())
         _fsync_dir(d)
     return d
+
+
+def savable(trajectory: Trajectory, grade: Grade) -> tuple[Trajectory, Grade]:
+    """The trajectory and grade as UTF-8 can hold them: a lone surrogate the model wrote (in a
+    tool call's arguments, in its reply, quoted by a check) is replaced by U+FFFD and the
+    trajectory marked ``surrogates_replaced``, as the audit log does; unchanged otherwise."""
+    t, g = trajectory.model_dump(), grade.model_dump()
+    if not any_surrogates(t) and not any_surrogates(g):
+        return trajectory, grade
+    log.warning("%s: the model wrote lone surrogates; saved as U+FFFD (surrogates_replaced)", trajectory.task[:200])
+    t = {**replace_surrogates(t), "surrogates_replaced": True}
+    return Trajectory.model_validate(t), Grade.model_validate(replace_surrogates(g))
 
 
 def resumed_sample(out: Path, row: dict[str, Any], group: int) -> RolloutSample:
@@ -203,4 +220,4 @@ class RunFolder:
             self._lock = None
 
 
-__all__ = ["RUN_FILE", "SUMMARY_FILE", "RunFolder", "bundle_path", "resumed_sample", "save_bundle", "write_summary"]
+__all__ = ["RUN_FILE", "SUMMARY_FILE", "RunFolder", "bundle_path", "resumed_sample", "save_bundle", "savable", "write_summary"]

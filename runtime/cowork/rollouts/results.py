@@ -63,7 +63,8 @@ class RolloutSample:
                 "infra_failures": self.infra_failures,
                 "evidence": str(self.bundle) if self.bundle is not None and g.status != "infra_error" else None,
                 "trajectory": str(self.bundle / "trajectory.json") if self.bundle is not None else None,
-                **({"node": self.node} if self.node is not None else {})}
+                **({"node": self.node} if self.node is not None else {}),
+                **({"surrogates_replaced": True} if t.surrogates_replaced else {})}
 
 
 @dataclass

@@ -10,6 +10,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from ..terminal import printable
 from .source import load_page, page_json
 
 _SLOTS = re.compile(r"\{(title|css|data|js)\}")
@@ -28,7 +29,7 @@ def render(page: dict[str, Any]) -> str:
     only, so no value from a task becomes markup.
     """
     title = f"cowork view: {Path(str(page.get('source', ''))).name or page.get('source', '')}"
-    parts = {"title": html.escape(title), "css": _static("view.css"), "js": _static("view.js").replace("</", "<\\/"),
+    parts = {"title": html.escape(printable(title)), "css": _static("view.css"), "js": _static("view.js").replace("</", "<\\/"),
              "data": page_json(page)}
     # One pass, so a slot's content is never scanned for further slots.
     return _SLOTS.sub(lambda m: parts[m.group(1)], _static("page.html"))

@@ -12,8 +12,10 @@ from typing import Any
 
 from ..errors import CoworkError, EvidenceError
 from ..evidence import META_FILE
+from ..formats import SURROGATE
 from ..rollouts.metrics import summarize_episodes
 from ..rollouts.runner import RESULTS_FILE, RUN_FILE, read_results
+from ..terminal import printable
 from . import charts
 from .episode import _read_json, episode_view, load_grade
 
@@ -150,6 +152,10 @@ def _episode(index: int, row: dict[str, Any], folder: Path | None) -> dict[str, 
 def page_json(page: dict[str, Any]) -> str:
     r"""The data as JSON safe inside ``<script type="application/json">``: ``<``, ``>`` and
     ``&`` are written as ``\u`` escapes, so no value can close the script element or open a
-    comment, whatever the task data holds."""
+    comment, whatever the task data holds. A lone surrogate (a byte of a file name that is not
+    UTF-8, which no page can hold) is written as :func:`~cowork.terminal.printable` shows it,
+    ``\xff``, as the CLI does."""
     text = json.dumps(page, ensure_ascii=False, default=str, separators=(",", ":"))
+    # Only inside JSON strings can a surrogate occur; its escape is JSON-escaped in turn.
+    text = SURROGATE.sub(lambda m: json.dumps(printable(m.group()))[1:-1], text)
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
