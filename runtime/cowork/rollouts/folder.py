@@ -10,6 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from pydantic_core import PydanticSerializationError
+
 from ..episode.trajectory import Trajectory
 from ..errors import CoworkError
 from ..formats import any_surrogates, replace_surrogates
@@ -46,16 +48,20 @@ def save_bundle(folder: str | os.PathLike, sample: RolloutSample, spec: TaskSpec
         fresh: Empty the folder first (a bundle left half-written by a killed run); the
             files are synced before this returns.
     """
-    sample.trajectory, sample.grade = savable(sample.trajectory, sample.grade)
+    try:
+        grade_json, trajectory_json = sample.grade.model_dump_json(indent=1), sample.trajectory.model_dump_json(indent=1)
+    except PydanticSerializationError:  # only then walk them: the common case serialises once
+        sample.trajectory, sample.grade = savable(sample.trajectory, sample.grade)
+        grade_json, trajectory_json = sample.grade.model_dump_json(indent=1), sample.trajectory.model_dump_json(indent=1)
     d = Path(folder)
     if fresh and d.exists():
         shutil.rmtree(d)
     d.mkdir(parents=True, exist_ok=True)
     if sample.evidence is not None:
         sample.evidence.save(d)
-    (d / "grade.json").write_text(sample.grade.model_dump_json(indent=1))
+    (d / "grade.json").write_text(grade_json)
     (d / "spec.json").write_text(spec.model_dump_json(indent=1))
-    (d / "trajectory.json").write_text(sample.trajectory.model_dump_json(indent=1))
+    (d / "trajectory.json").write_text(trajectory_json)
     if fresh:  # a results line names a complete bundle, power cut or not
         for f in sorted(d.rglob("*"), reverse=True):  # files first, then their folders (boundaries/)
             if f.is_dir():

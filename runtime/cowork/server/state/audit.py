@@ -29,10 +29,10 @@ from ...formats import (
     PYTHON_TOOL,
     WORKSPACE_TOOLS,
     ArgumentsRefused,
+    any_surrogates,
     audited_arguments,
     canonical_json,
     check_arguments,
-    has_surrogates,
     replace_surrogates,
     seal,
     string_digest,
@@ -326,7 +326,7 @@ class AuditMiddleware(FastmcpMiddleware):
         except ArgumentsRefused as exc:
             refusal = str(exc)
         try:
-            clean = replace_surrogates(args) if _any_surrogate(args) else args
+            clean = replace_surrogates(args) if any_surrogates(args) else args
         except RecursionError:  # refused as nested too deeply; audited as {} below
             clean = args
         # What the tool receives is what the audit shows: graders match (and re2 encodes)
@@ -417,13 +417,3 @@ def _catalogue() -> frozenset[str]:
     from ...services.names import SERVICE_TOOLS
 
     return frozenset((*WORKSPACE_TOOLS, PYTHON_TOOL)).union(*SERVICE_TOOLS.values())
-
-
-def _any_surrogate(value: Any) -> bool:
-    if isinstance(value, str):
-        return has_surrogates(value)
-    if isinstance(value, dict):
-        return any(_any_surrogate(k) or _any_surrogate(v) for k, v in value.items())
-    if isinstance(value, list):
-        return any(_any_surrogate(v) for v in value)
-    return False
