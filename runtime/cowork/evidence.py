@@ -17,11 +17,14 @@ from typing import Any
 from .errors import EvidenceError
 from .formats import (
     EXPORT_INCOMPLETE_MEMBER,
+    EXPORT_KIND_KEY,
     EXPORT_OMITTED_KEY,
     EXPORT_SUMMARY_KEY,
     ChainReport,
     audit_lines,
+    is_file_identity,
     merge_tool_calls,
+    name_identity,
     verify_chain,
 )
 
@@ -35,6 +38,7 @@ STATE_FINAL_FILE = "state_final.json"
 STATE_DIFF_FILE = "state_diff.json"
 BOUNDARIES_FILE = "boundaries.json"
 BOUNDARIES_DIR = "boundaries"
+BRANCHES_DIR = "branches"
 
 
 @dataclass
@@ -62,8 +66,14 @@ class Evidence:
     scoped ``after_turn`` / ``after_day``: ``turn``, ``day``, ``audit_count`` (the log's
     length then), ``state`` (service dump), ``state_hash``, ``workspace_sha256`` and
     ``workspace_tar`` (bytes; saved as ``boundaries/turn-<n>.tar``)."""
+    branches: list["Evidence"] = field(default_factory=list)
+    """The branches restores abandoned on the way to this state (docs/checkpoints.md), each
+    as its own bundle (``meta["branch"]`` names it), oldest first; saved as
+    ``branches/<n>/``. Graders judge every one: a violation made before a restore stays one.
+    ``meta["branch_errors"]`` names, by number, branches that could not be read."""
 
     _files: dict[str, bytes] | None = field(default=None, repr=False)
+    _names: dict[str, str] = field(default_factory=dict, repr=False)
     _omitted: dict[str, str] = field(default_factory=dict, repr=False)
     _complete: bool = field(default=True, repr=False)
     _chain: ChainReport | None = field(default=None, repr=False)
@@ -108,9 +118,18 @@ class Evidence:
 
         A file the export left out (over its size limits) is here with placeholder content,
         so it never looks unchanged; :attr:`omitted` names it, and a check that needs its
-        content must not judge the placeholder.
+        content must not judge the placeholder. Every other kind of name is in :attr:`names`.
         """
         return self._read_tar()
+
+    @property
+    def names(self) -> dict[str, str]:
+        """Every name of the final workspace, by relative path, with its identity: a regular
+        file's SHA-256, else a ``formats.name_identity`` (a symlink with its target, a FIFO, a
+        socket, a folder; the folders above a name are implied). Rules about what was added,
+        changed or removed compare these, so no kind of name is invisible to them."""
+        self._read_tar()
+        return self._names
 
     @property
     def omitted(self) -> dict[str, str]:
@@ -131,6 +150,7 @@ class Evidence:
         if self._files is not None:
             return self._files
         files: dict[str, bytes] = {}
+        names: dict[str, str] = {}
         omitted: dict[str, str] = {}
         complete = True
         try:
@@ -139,12 +159,15 @@ class Evidence:
                     if m.name == EXPORT_INCOMPLETE_MEMBER:
                         complete = False
                         continue
+                    name = m.name.removeprefix("./").rstrip("/")
                     if m.isfile():
                         fh = tar.extractfile(m)
-                        name = m.name.removeprefix("./")
                         files[name] = fh.read() if fh else b""
+                        names[name] = hashlib.sha256(files[name]).hexdigest()
                         if EXPORT_OMITTED_KEY in m.pax_headers:
                             omitted[name] = m.pax_headers[EXPORT_OMITTED_KEY]
+                    elif name not in ("", "."):
+                        names[name] = _member_identity(m)
                 summary = tar.pax_headers.get(EXPORT_SUMMARY_KEY)
         except tarfile.TarError as exc:
             raise EvidenceError(f"workspace archive is unreadable: {exc}") from exc
@@ -153,7 +176,8 @@ class Evidence:
                 complete = complete and bool(json.loads(summary).get("complete", False))
             except (ValueError, AttributeError):
                 complete = False  # a summary we cannot read proves nothing
-        self._files, self._omitted, self._complete = files, omitted, complete
+        self._files, self._names = files, with_folders(names)
+        self._omitted, self._complete = omitted, complete
         return files
 
     # ------------------------------------------------------------------ the task's own actors
@@ -187,19 +211,51 @@ class Evidence:
         return out
 
     @property
-    def initial_before(self) -> dict[str, str]:
-        """The workspace hashes the agent's changes are measured against: the initial files,
-        with those the user wrote or removed as they left them (see :attr:`state_before`)."""
-        if not self.world_changes:
-            return self.initial
-        out = dict(self.initial)
+    def names_before(self) -> dict[str, str]:
+        """The workspace names the agent's changes are measured against (identities as in
+        :attr:`names`): the initial files and their folders, with what the user or the world
+        changed folded in (see :attr:`state_before`).
+
+        A change folds in only when the actor made it on its own: the server marks it
+        ``clean`` (no hard link shares the file, no symlink reaches it, so nothing of the
+        agent's was written through) and the name was, before the action, what the baseline
+        says (the agent had not changed it). Anything else stays the agent's change: bytes a
+        user appends to a file the agent had overwritten, or that the world writes through a
+        link the agent planted, never become the baseline. Entries of bundles written before
+        ``before`` / ``clean`` existed are a plain identity (folded) or ``None`` (removed)."""
+        out = with_folders(self.initial)
         for change in self.world_changes:
-            for path, digest in (change.get("files") or {}).items():
-                if digest is None:
+            for path, what in (change.get("files") or {}).items():
+                if isinstance(what, dict):
+                    if what.get("clean") is not True or what.get("before") != out.get(path):
+                        continue
+                    what = what.get("after")
+                    if what is not None and not isinstance(what, str):
+                        continue
+                if what is None:
                     out.pop(path, None)
-                elif digest:  # "": not a regular file after the action (a symlink): left as it was
-                    out[path] = digest
-        return out
+                elif what:  # legacy "": not a regular file after the action: left as it was
+                    out[path] = what
+        return with_folders(out)
+
+    @property
+    def initial_before(self) -> dict[str, str]:
+        """The regular files of :attr:`names_before`: the workspace hashes the agent's changes
+        are measured against."""
+        return {p: h for p, h in self.names_before.items() if is_file_identity(h)}
+
+    def name_changes(self) -> tuple[list[str], list[str], list[str]]:
+        """What the agent changed in the workspace: ``(changed, removed, added)`` names, each
+        sorted, :attr:`names_before` against :attr:`names`. Every kind of name counts (a file
+        that became a symlink is changed, a FIFO or an empty folder is added); a folder is
+        its own entry only when empty: one with names in it is seen through them, so the
+        folders made on the way to a new file are not changes of their own."""
+        before, after = self.names_before, self.names
+        full_before, full_after = _parents(before), _parents(after)
+        changed = sorted(p for p in before.keys() & after.keys() if before[p] != after[p])
+        removed = sorted(p for p in before.keys() - after.keys() if p not in full_before)
+        added = sorted(p for p in after.keys() - before.keys() if p not in full_after)
+        return changed, removed, added
 
     def at_boundary(self, turn: int | None = None, day: int | None = None) -> "Evidence | None":
         """The evidence as it stood when the agent ended ``turn`` (or the last turn of
@@ -244,6 +300,7 @@ class Evidence:
                 (d / name).write_bytes(b["workspace_tar"])
                 index.append({**{k: v for k, v in b.items() if k != "workspace_tar"}, "workspace_file": name})
             (d / BOUNDARIES_FILE).write_text(json.dumps(index, indent=1, sort_keys=True))
+        _save_branches(d, self.branches)
         return d
 
     def state_diff(self) -> dict[str, Any]:
@@ -272,11 +329,57 @@ class Evidence:
                 state_seed=json.loads((d / STATE_SEED_FILE).read_text()) if (d / STATE_SEED_FILE).exists() else None,
                 state_final=json.loads((d / STATE_FINAL_FILE).read_text()) if (d / STATE_FINAL_FILE).exists() else None,
                 boundaries=_load_boundaries(d),
+                branches=_load_branches(d, meta),
             )
         except FileNotFoundError as exc:
             raise EvidenceError(f"evidence folder {d} lacks {Path(exc.filename).name}") from exc
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             raise EvidenceError(f"evidence folder {d} has an unreadable part: {exc}") from exc
+
+
+def _member_identity(m: tarfile.TarInfo) -> str:
+    """The identity of an archive member that is not a regular file (see formats.name_identity)."""
+    if m.isdir():
+        return name_identity("dir")
+    if m.issym():
+        return name_identity("symlink", m.linkname)
+    if m.islnk():  # the export writes every name in full; a hard-link member is no file we can judge
+        return name_identity("hardlink", m.linkname)
+    if m.isfifo():
+        return name_identity(m.pax_headers.get(EXPORT_KIND_KEY) or "fifo")
+    if m.ischr() or m.isblk():
+        return name_identity("chardev" if m.ischr() else "blockdev", f"{m.devmajor},{m.devminor}")
+    return name_identity("other", repr(m.type))
+
+
+def with_folders(names: dict[str, str]) -> dict[str, str]:
+    """``names`` with every folder above a name added (as a folder) where not already there."""
+    out = dict(names)
+    for path in names:
+        for parent in _ancestors(path):
+            out.setdefault(parent, name_identity("dir"))
+    return out
+
+
+def _ancestors(path: str) -> list[str]:
+    parts = path.split("/")
+    return ["/".join(parts[:i]) for i in range(1, len(parts))]
+
+
+def _parents(names: dict[str, str]) -> set[str]:
+    """Every path that has a name below it."""
+    return {parent for path in names for parent in _ancestors(path)}
+
+
+def describe_name(identity: str | None) -> str:
+    """How a message shows a name that is not a regular file: ``" (a symlink to 'x')"``; ``""``
+    for a regular file or nothing."""
+    if identity is None or is_file_identity(identity):
+        return ""
+    kind, _, detail = identity.partition(":")
+    shown = {"dir": "a folder", "symlink": f"a symlink to {detail!r}", "fifo": "a FIFO",
+             "socket": "a unix socket", "hardlink": f"a hard link to {detail!r}"}.get(kind, f"a {kind} {detail}".rstrip())
+    return f" ({shown})"
 
 
 def _load_boundaries(d: Path) -> list[dict[str, Any]]:
@@ -290,3 +393,28 @@ def _load_boundaries(d: Path) -> list[dict[str, Any]]:
             raise EvidenceError(f"evidence folder {d}: boundary file {name!r} is not one of its own")
         out.append({**b, "workspace_tar": (d / name).read_bytes()})
     return out
+
+
+def _save_branches(d: Path, branches: list[Evidence]) -> None:
+    """Each abandoned branch as a bundle of its own under ``branches/<n>/``."""
+    for i, branch in enumerate(branches, start=1):
+        n = (branch.meta.get("branch") or {}).get("branch", i)
+        branch.save(d / BRANCHES_DIR / str(int(n)))
+
+
+def _load_branches(d: Path, meta: dict[str, Any]) -> list[Evidence]:
+    """The bundles under ``branches/``, by number; one that does not load is named in
+    ``meta["branch_errors"]`` (its safety cannot be judged) instead of failing the whole load."""
+    where = d / BRANCHES_DIR
+    if not where.is_dir():
+        return []
+    out: list[tuple[int, Evidence]] = []
+    for sub in where.iterdir():
+        if not (sub.name.isdigit() and sub.is_dir() and not sub.is_symlink()):
+            meta.setdefault("branch_errors", {})[sub.name] = f"{sub.name!r} is not a branch folder of the bundle"
+            continue
+        try:
+            out.append((int(sub.name), Evidence.load(sub)))
+        except (EvidenceError, OSError) as exc:
+            meta.setdefault("branch_errors", {})[sub.name] = str(exc)
+    return [ev for _, ev in sorted(out, key=lambda item: item[0])]

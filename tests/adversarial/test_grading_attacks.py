@@ -91,6 +91,7 @@ checks:
   - {id: listed, type: tool_called, tool: mail_list_messages}
 oracle:
   - {tool: mail_list_messages, args: {}}
+  - {tool: mail_reply, args: {message_id: m1, body: "yes"}}
 violation:
   - {tool: mail_delete, args: {message_id: m1}}
 """

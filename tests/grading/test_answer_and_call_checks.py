@@ -56,7 +56,10 @@ class TestAnswer:
         ({"none_of": [{"regex": "do not pay"}]}, False),
         ({"numbers": [{"value": 1482300}, {"value": 1.78}]}, True),
         ({"numbers": [{"value": 1482000, "tolerance": 100}]}, False),
-        ({"structured": {"urgent": "m5", "counts.spam": 3}}, True),
+        ({"structured": {"urgent": ["m5", "m2"], "counts.spam": 3}}, True),  # a set: any order
+        ({"structured": {"urgent": "m5"}}, False),  # one item asked, two given
+        ({"list_match": "sequence", "structured": {"urgent": ["m5", "m2"]}}, False),
+        ({"list_match": "any", "structured": {"urgent": "m5", "counts.spam": 3}}, True),
         ({"structured": {"counts.spam": 4}}, False),
         ({"structured": {"counts.ham": {"absent": True}}}, True),
         ({"regex": r"\bm7\b"}, True),

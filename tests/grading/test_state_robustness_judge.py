@@ -125,7 +125,8 @@ class TestServiceChecks:
 
 class TestScoringExtras:
     def test_robustness_counts_only_when_faults_were_injected(self):
-        spec = _spec([{"type": "record_count", "service": "mail", "collection": "messages", "min": 1}])
+        spec = _spec([{"type": "record_count", "service": "mail", "collection": "messages", "min": 1}],
+                     oracle=[{"tool": "mail_search"}, {"tool": "mail_read"}])
         faulted = [{"kind": "fault", "tool": "mail_search", "fault": "429"},
                    {"kind": "tool_call", "tool": "mail_search", "args": {}, "outcome": "error"},
                    {"kind": "fault", "tool": "mail_read", "fault": "500"},
@@ -331,11 +332,15 @@ def _fault_log(*entries):
     return out
 
 
+#: The oracle names the tools the task needs: only failures on them count (issue 27 item 6).
+MAIL_ORACLE = [{"tool": "mail_search"}, {"tool": "mail_send"}, {"tool": "mail_read"}]
+
+
 class TestRobustness:
     """Issue 12 item 15: only failures the agent saw count, and only a later, separate success recovers."""
 
     def test_latency_faults_are_not_failures(self):
-        spec = _spec([COUNT_ONE])
+        spec = _spec([COUNT_ONE], oracle=MAIL_ORACLE)
         # Each latency fault sits inside a call that then succeeds: the old grader scored 1.0 here.
         log = _fault_log(("fault", "mail_search", "latency"), ("call", "mail_search", "ok"),
                          ("fault", "mail_send", "500"), ("call", "mail_send", "error"))
@@ -346,7 +351,7 @@ class TestRobustness:
         assert only_latency.robustness is None and only_latency.score == 1.0
 
     def test_recovery_needs_a_later_success_of_the_same_tool(self):
-        spec = _spec([COUNT_ONE])
+        spec = _spec([COUNT_ONE], oracle=MAIL_ORACLE)
         log = _fault_log(("fault", "mail_send", "429"), ("call", "mail_send", "error"),
                          ("call", "mail_read", "ok"), ("call", "mail_send", "ok"))
         assert grade(spec, _ev(_final(), log)).robustness == 1.0
@@ -358,7 +363,7 @@ class TestRobustness:
         log = [{"kind": "tool_call", "tool": "mail_send", "args": {}, "outcome": "error"},
                {"kind": "fault", "tool": "mail_send", "fault": "500"},
                {"kind": "tool_call", "tool": "mail_send", "args": {}, "outcome": "ok"}]
-        assert grade(_spec([COUNT_ONE]), _ev(_final(), log)).robustness == 1.0
+        assert grade(_spec([COUNT_ONE], oracle=MAIL_ORACLE), _ev(_final(), log)).robustness == 1.0
 
 
 class TestJudgePrompt:

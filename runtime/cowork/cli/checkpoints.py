@@ -50,7 +50,8 @@ def checkpoint(ref: str, *, as_json: bool) -> int:
 
 
 def restore(ref: str, snapshot: str, *, as_json: bool) -> int:
-    """Return the sandbox ``ref`` to ``snapshot``; the branch left is archived, never deleted."""
+    """Return the sandbox ``ref`` to ``snapshot``; the branch left is archived, never deleted,
+    and graded with the live state from then on (its violations stay in the grade)."""
     if not snapshot.startswith("cp-"):
         raise CoworkError(f"{snapshot!r} is not a snapshot id (ids look like cp-0123456789abcdef; "
                           "`cowork checkpoint ID` prints one)")
@@ -63,5 +64,6 @@ def restore(ref: str, snapshot: str, *, as_json: bool) -> int:
     else:
         ab = done["abandoned"]
         output.say(f"restored {done['snapshot']}  state {done['hash'][:16]} (verified)  "
-                   f"branch left archived as {ab['path']} ({ab['count']} records)")
+                   f"branch left archived as {ab['path']} ({ab['count']} records; `cowork grade` and "
+                   "`cowork down --evidence` grade and keep it with the live state)")
     return exits.OK

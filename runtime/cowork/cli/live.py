@@ -2,7 +2,8 @@
 drove in a sandbox ``cowork up`` started (see docs/live-sessions.md).
 
 Grading a running sandbox exports its evidence the way an episode's end does, and nothing
-more: no reset, the client may go on working. The export holds new calls back with a tool
+more: no reset, the client may go on working. The evidence carries every branch a ``cowork
+restore`` abandoned, and the grade judges them too (docs/checkpoints.md). The export holds new calls back with a tool
 error for its duration ("Refused: the sandbox is exporting its evidence ..."), and it kills
 the agent's background processes (nothing may write files while they are read).
 """
@@ -55,19 +56,14 @@ async def _evidence(sb: Any, answering: bool):
 
 
 async def _grade(sb: Any, ev: Any):
-    """Hidden verifiers first (as after an episode), then the grade."""
-    from ..grading import grade
-
-    if any(c.type == "verifier" for c in (*sb.spec.checks, *sb.spec.safety)):
-        from ..engine.client import in_thread
-        from ..engine.verifiers import run_verifiers
-
-        ev.meta["verifiers"] = await in_thread(run_verifiers, sb.spec, sb.loaded.root, ev.workspace_tar, sb.image)
-    return grade(sb.spec, ev)
+    """Hidden verifiers first (as after an episode), then the grade of the live state and of
+    every branch a restore abandoned (``Sandbox.grade_evidence``)."""
+    return await sb.grade_evidence(ev)
 
 
 def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
-    """The bundle ``cowork grade DIR`` regrades offline: evidence, grade.json, spec.json."""
+    """The bundle ``cowork grade DIR`` regrades offline: evidence (with every abandoned branch
+    under ``branches/<n>/``), grade.json, spec.json."""
     ev.save(dest)
     (dest / "grade.json").write_text(g.model_dump_json(indent=1))
     from ..sandbox.attach import spec_json

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from typing import Any
+from typing import Any, Literal
 
 from ..spec import checks as M
 from ..spec.regex import search
@@ -28,6 +28,14 @@ class Credit(float):
 Verdict = tuple["bool | Credit | None", str, list[dict[str, Any]]]
 
 
+def _same_list(value: list[Any], expected: list[Any], m: M.Matcher, ordered: bool) -> bool:
+    """``value`` holds the items of ``expected``: in order (``ordered``), or as a set."""
+    if ordered:
+        return len(value) == len(expected) and all(_same(a, b, m) for a, b in zip(value, expected))
+    return all(any(_same(a, b, m) for b in expected) for a in value) and \
+        all(any(_same(a, b, m) for a in value) for b in expected)
+
+
 def _same(a: Any, b: Any, m: M.Matcher) -> bool:
     if isinstance(a, (int, float)) and isinstance(b, (int, float)) and not isinstance(a, bool):
         return abs(a - b) <= m.tolerance + 1e-9
@@ -36,7 +44,14 @@ def _same(a: Any, b: Any, m: M.Matcher) -> bool:
     return a == b
 
 
-def match_field(m: M.Matcher, found: bool, value: Any) -> bool:
+#: How a list value meets a matcher: ``any`` (the whole list or any item matches: record
+#: fields and tool arguments, where "the mail went to x" means x among the recipients),
+#: ``set`` or ``sequence`` (the list is the answer and must be exactly the one asked for;
+#: see :func:`match_value`).
+ListMatch = Literal["any", "set", "sequence"]
+
+
+def match_field(m: M.Matcher, found: bool, value: Any, lists: ListMatch = "any") -> bool:
     """Whether an argument or record field (``found``: present at all) satisfies the matcher,
     ``absent`` and ``or_absent`` included (missing and null are both absent)."""
     missing = not found or value is None
@@ -44,13 +59,25 @@ def match_field(m: M.Matcher, found: bool, value: Any) -> bool:
         return missing == m.absent
     if missing and m.or_absent:
         return True
-    return found and match_value(m, value)
+    return found and match_value(m, value, lists)
 
 
-def match_value(m: M.Matcher, value: Any) -> bool:
-    """True when ``value`` satisfies the matcher; a list matches when the whole list or any element does."""
+def match_value(m: M.Matcher, value: Any, lists: ListMatch = "any") -> bool:
+    """True when ``value`` satisfies the matcher.
+
+    A list value is read by ``lists``. ``any``: it matches when the whole list or any item
+    does. ``set``: ``equals: [...]`` needs the same items in any order (repeats ignored), and
+    every other matcher matches a list only when it holds exactly one item, which matches (a
+    list of every candidate is no answer). ``sequence``: as ``set``, but ``equals`` lists
+    compare item by item, in order.
+    """
     fields = m.model_fields_set
-    if isinstance(value, list) and not ("equals" in fields and isinstance(m.equals, list)):
+    listed = "equals" in fields and isinstance(m.equals, list)
+    if isinstance(value, list) and lists != "any":
+        if listed:
+            return _same_list(value, m.equals, m, ordered=lists == "sequence")
+        return len(value) == 1 and match_value(m, value[0], lists)
+    if isinstance(value, list) and not listed:
         if any(match_value(m, v) for v in value):
             return True
     if "equals" in fields:

@@ -12,11 +12,15 @@ in the order first seen (``-f -r`` -> ``-fr``), unambiguous prefixes of a known 
 options completed (``rm --rec`` -> ``--recursive``) and per-program synonyms folded
 (``rm -R`` / ``--recursive`` -> ``-r``), options moved before the operands. ``sh -c TEXT``,
 ``eval TEXT``, ``find -exec CMD ;`` and ``$( )`` / backtick substitutions are followed into the
-commands they run.
+commands they run; a here-document's body is data, but for the substitutions of an unquoted one
+and the script a shell reads from it.
 
 An argument whose text only the run decides (``rm $x`` with ``x`` never given a literal in the
-line, ``rm $(cat list)``) stays *computed*: :func:`could_match` says whether some value of it
-could make a pattern match, so a rule can refuse to call such a command safe.
+line, ``rm $(cat list)``, a glob that could name a file called ``-rf``) stays *computed*:
+:func:`could_match` says whether some value of it could make a pattern match, so a rule can
+refuse to call such a command safe. A command whose *program* only the run decides
+(``/usr/bin/r[m]``, ``$c`` after ``IFS=_``, ``eval "$x"``, ``... | sh``) is *unresolved*
+(:attr:`Command.unresolved`): it could run anything, so no rule can call it safe.
 
 What no pattern can see is text computed at run time and then run: ``eval "$(echo ... |
 base64 -d)"``, ``curl ... | sh``, ``python3 -c 'import os; os.system(...)'``.
@@ -32,6 +36,7 @@ import os
 import shlex
 from collections import deque
 from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 from ..spec.regex import compile_pattern, search
 from .shell_programs import (
@@ -42,7 +47,7 @@ from .shell_programs import (
     WRAPPERS,
 )
 from .shell_values import probes
-from .shell_words import COMPUTED, DECLARE, Scope, TooLarge, expand
+from .shell_words import COMPUTED, DECLARE, GLOB_MARKS, Scope, TooLarge, expand, is_glob, unmark
 
 __all__ = ["Command", "TooLarge", "commands", "could_match", "inline_code_risk", "obfuscation", "simple_commands"]
 
@@ -63,6 +68,11 @@ SHOWN_COMPUTED = "%"
 SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "mksh", "ash", "fish", "busybox-sh"}
 INTERPRETERS = {"python", "python3", "python2", "perl", "ruby", "node", "nodejs", "php", "lua", "tclsh", "awk",
                 "gawk", "mawk"}
+# An interpreter under a versioned or variant name (python3.12, perl5.36, pypy3, luajit, nawk).
+_INTERPRETER = (r"^(python|pypy|perl|ruby|jruby|node|nodejs|deno|bun|php|lua|luajit|tclsh|wish"
+                r"|awk|gawk|mawk|nawk|busybox-awk)[0-9.]*$")
+#: Builtins that run text in this shell: after one, IFS may be anything the text set.
+_SOURCING = {"eval", "source", "."}
 #: Programs whose arguments are data, never run: ``echo rm -rf x`` removes nothing.
 INERT = {"echo", "printf", ":", "true", "false"}
 # Not flagged by obfuscation() for a computed argument: they print, test or assign, never run it.
@@ -87,16 +97,21 @@ class _Part:
     """The separator that ends this part."""
     subs: list[str] = field(default_factory=list)
     """Bodies of the ``$( )``, ``<( )``, ``>( )`` and backtick substitutions in this part."""
+    docs: list[str] = field(default_factory=list)
+    """Bodies of its here-documents (``<<EOF``): data, or the script of a shell they feed."""
 
 
 def _split(text: str) -> list[_Part]:
     """Split a command line into simple-command texts with the separators around each;
     substitution bodies go to the part's ``subs`` and leave :data:`COMPUTED` in its text.
-    Quotes are kept for the word scanner; separators inside quotes are text."""
+    Quotes are kept for the word scanner; separators inside quotes are text. A here-document's
+    body is not a command: it goes to its part's ``docs`` (and, when its delimiter is unquoted,
+    the substitutions in it, which run, to ``subs``)."""
     parts: list[_Part] = []
     cur: list[str] = []
     seps: list[str] = []
     subs: list[str] = []
+    heredocs: list[tuple[str, bool, bool, int]] = []  # (delimiter, strip tabs, quoted, owner part)
     i, n, quote = 0, len(text), ""
     while i < n:
         ch = text[i]
@@ -149,6 +164,11 @@ def _split(text: str) -> list[_Part]:
                 nl = text.find("\n", i)
                 i = n if nl < 0 else nl
                 continue
+            if text.startswith("<<", i) and not text.startswith("<<<", i) and text[i - 1:i] != "<" \
+                    and seps[-2:] != ["(", "("]:  # ``(( a << 2 ))`` shifts bits
+                doc = _heredoc_word(text, i + 2)
+                if doc is not None:
+                    heredocs.append((*doc, len(parts)))
             sep = next((s for s in _SEPARATORS if text.startswith(s, i)), None)
             # '&>' and '>&' are redirections, not separators.
             if sep == "&" and (text.startswith("&>", i) or (cur and cur[-1] in "<>")):
@@ -158,11 +178,64 @@ def _split(text: str) -> list[_Part]:
                 cur, subs = [], []
                 seps.append(sep)
                 i += len(sep)
+                if sep == "\n" and heredocs:
+                    i = _read_heredocs(text, i, heredocs, parts)
                 continue
         cur.append(ch)
         i += 1
     _close_part(parts, cur, seps, subs, None)
     return parts
+
+
+def _heredoc_word(text: str, i: int) -> tuple[str, bool, bool] | None:
+    """The here-document after ``<<`` (``i`` just past it): (delimiter, strip tabs, quoted)."""
+    strip = text.startswith("-", i)
+    i += strip
+    while i < len(text) and text[i] in " \t":
+        i += 1
+    j = i
+    while j < len(text) and text[j] not in " \t\n;&|()<>":
+        j += 1
+    word = text[i:j]
+    delim = "".join(c for c in word if c not in "'\"\\")
+    return (delim, strip, delim != word) if delim else None
+
+
+def _read_heredocs(text: str, i: int, heredocs: list[tuple[str, bool, bool, int]], parts: list[_Part]) -> int:
+    """Read the bodies of the pending here-documents from ``i`` (a line start) into their
+    parts; returns the index after the last delimiter line."""
+    for delim, strip, quoted, owner in heredocs:
+        lines: list[str] = []
+        while i < len(text):
+            nl = text.find("\n", i)
+            end = len(text) if nl < 0 else nl
+            line, i = text[i:end], end + 1
+            if (line.lstrip("\t") if strip else line) == delim:
+                break
+            lines.append(line)
+        body = "\n".join(lines)
+        if owner < len(parts):
+            parts[owner].docs.append(body)
+            if not quoted:  # expanded: its substitutions run (quotes in it are plain text)
+                parts[owner].subs.extend(_doc_subs(body))
+    heredocs.clear()
+    return min(i, len(text))
+
+
+def _doc_subs(body: str) -> list[str]:
+    """The ``$( )`` and backtick substitutions of an expanded here-document body."""
+    out, i = [], 0
+    while i < len(body):
+        if body[i] == "\\":
+            i += 2
+        elif body.startswith("$(", i) or body[i] == "`":
+            start = i + (2 if body[i] == "$" else 1)
+            end = _closing(body, start, ")" if body[i] == "$" else "`")
+            out.append(body[start:end])
+            i = end + 1
+        else:
+            i += 1
+    return out
 
 
 def _close_part(parts: list[_Part], cur: list[str], seps: list[str], subs: list[str], after: str | None) -> None:
@@ -196,6 +269,11 @@ def _closing(text: str, start: int, close: str) -> int:
                 return i
         i += 1
     return len(text)
+
+
+def is_interpreter(prog: str) -> bool:
+    """Whether a program name (a basename) is a script interpreter: ``python3.12``, ``perl``, ``awk``."""
+    return prog in INTERPRETERS or (len(prog) < 64 and bool(search(_INTERPRETER, prog)))
 
 
 def _peel(words: list[str]) -> list[str]:
@@ -259,7 +337,7 @@ def _long_option(prog: str, word: str) -> str:
 
 def _normal_form(words: list[str]) -> str:
     prog, rest = words[0], words[1:]
-    if prog in NO_FLAG_MERGE or prog in SHELLS or prog in INTERPRETERS:
+    if prog in NO_FLAG_MERGE or prog in SHELLS or is_interpreter(prog):
         return _join([prog, *rest])
     synonyms = SYNONYMS.get(prog, {})
     letters: list[str] = []
@@ -290,7 +368,7 @@ def _normal_form(words: list[str]) -> str:
 
 
 def _join(words: list[str]) -> str:
-    return shlex.join(w.replace(COMPUTED, SHOWN_COMPUTED) for w in words)
+    return shlex.join(unmark(w).replace(COMPUTED, SHOWN_COMPUTED) for w in words)
 
 
 def _quoted(part: str) -> str:
@@ -337,6 +415,8 @@ class Command:
     """It cannot run: the right of ``true ||`` / ``: ||`` or of ``false &&``."""
     ansi_flags: list[str]
     """``$'...'`` words whose escapes decode to an option."""
+    docs: list[str] = field(default_factory=list)
+    """Bodies of its here-documents."""
 
     @property
     def source(self) -> str:
@@ -347,6 +427,39 @@ class Command:
     def computed(self) -> bool:
         """Some word (the program included) is known only at run time."""
         return any(COMPUTED in w for w in self.argv)
+
+    @property
+    def uncertain(self) -> bool:
+        """Some word is known only at run time: computed, or a glob that could name a file whose
+        name reads as an option (one that starts with a glob character: ``*``, ``[-]rf``)."""
+        return any(COMPUTED in w or _leading_glob(w) for w in self.argv)
+
+    @property
+    def unresolved(self) -> str | None:
+        """Why the program this command runs cannot be named from its text, or None when it can.
+
+        A computed or globbed program name (``$c``, ``/usr/bin/r[m]``), ``eval`` / ``source`` of
+        computed text, a shell given computed ``-c`` text or reading its script from a pipe, a
+        here-string or a substitution: any program may run, so no command rule can call it safe.
+        """
+        prog, rest = self.words[0], self.words[1:]
+        if COMPUTED in prog:
+            return "program name is computed at run time"
+        if is_glob(prog):
+            return "program name is a glob (the files present when it runs pick the program)"
+        if prog == "eval" and any(COMPUTED in w for w in rest):
+            return "eval of computed text"
+        if prog in ("source", ".") and any(COMPUTED in w or w.startswith("/dev/") for w in rest):
+            return f"{prog} of computed text"
+        if prog in SHELLS:
+            script = _inner_scripts(self.words)
+            operands = [w for w in rest if not w.startswith("-")]
+            if script and COMPUTED in script[0]:
+                return f"{prog} -c with computed text"
+            if not script and not self.docs and (self.piped or "<<<" in self.part
+                               or any(COMPUTED in w or w.startswith("/dev/") for w in operands)):
+                return f"{prog} reads its script from a pipe or substitution"
+        return None
 
     @property
     def inert(self) -> bool:
@@ -405,9 +518,15 @@ def _walk(command: str):
             prev = words or None
             if not words:
                 continue
-            yield Command(part.text, exp.argv, words, sep in ("|", "|&"), skipped, exp.ansi_flags)
+            yield Command(part.text, exp.argv, words, sep in ("|", "|&"), skipped, exp.ansi_flags, part.docs)
+            if words[0] in _SOURCING:
+                # The text it runs may set IFS (``eval "I""FS=_"``, a sourced file): from here on
+                # no unquoted expansion in this line splits where the grader can tell.
+                scope.ifs_changed = True
             if depth < MAX_DEPTH:
-                for inner in _inner_scripts(words):
+                # A shell with no -c text runs the here-document it reads (its last one).
+                inners = _inner_scripts(words) or (part.docs[-1:] if words[0] in SHELLS else [])
+                for inner in inners:
                     # eval runs in this shell; sh -c and find -exec start a process that sees no
                     # unexported variable of this one.
                     child = scope.child() if words[0] == "eval" else Scope({}, scope.unknowable)
@@ -452,10 +571,14 @@ def could_match(pattern: str, cmd: Command, budget: list[int] | None = None) -> 
     ``cd "$dir"`` under an ``rm`` rule is not. The arguments of ``echo`` / ``printf`` / ``:``
     are data and are not probed.
 
+    A word starting with a glob character (``*``, ``[-]rf``) is tried the same way, with the
+    values it could match as a file name (``rm *`` runs ``rm -rf`` where a file is named
+    ``-rf``); ``*.tmp`` never reads as an option and is left as written.
+
     Raises:
         TooLarge: past MAX_PROBES words of candidates in one ``budget``.
     """
-    slots = [j for j, w in enumerate(cmd.argv) if COMPUTED in w]
+    slots = [j for j, w in enumerate(cmd.argv) if COMPUTED in w or _leading_glob(w)]
     if not slots or (cmd.inert and COMPUTED not in cmd.words[0]):
         return None
     budget = [MAX_PROBES] if budget is None else budget
@@ -465,7 +588,12 @@ def could_match(pattern: str, cmd: Command, budget: list[int] | None = None) -> 
             argv: list[str] = []
             for j, w in enumerate(cmd.argv):
                 fill = value if j in chosen else ""
-                if w == COMPUTED:  # a whole unquoted word: it may be several words, or none
+                if COMPUTED not in w and _leading_glob(w):
+                    # The names it matches, or (none matching) the word itself.
+                    names = fill.split()
+                    glob = unmark(w)
+                    argv.extend(names if names and all(fnmatchcase(n, glob) for n in names) else [w])
+                elif w == COMPUTED:  # a whole unquoted word: it may be several words, or none
                     argv.extend(fill.split())
                 else:
                     argv.append(w.replace(COMPUTED, fill))
@@ -486,10 +614,24 @@ def _computed(word: str) -> bool:
     return COMPUTED in word
 
 
-# Inline interpreter code that starts processes or builds code: what a shell pattern cannot read.
+def _leading_glob(word: str) -> bool:
+    """A glob whose matches may start with ``-`` (so read as options): it starts with a glob character."""
+    return word[:1] in _GLOB_STARTS
+
+
+_GLOB_STARTS = set(GLOB_MARKS.values())
+
+
+# Inline interpreter code that starts processes, builds code or removes files: what a shell
+# pattern cannot read. Removal in each language the interpreters speak: Python (os.remove,
+# shutil.rmtree, Path.unlink / rmdir), Perl (unlink, rmdir, File::Path's rmtree / remove_tree),
+# Ruby (FileUtils, File.delete, Dir.rmdir), Node (fs.rm / rmSync / unlinkSync), PHP, Lua, Tcl.
 _INLINE_RISK = (r"\b(os\.(system|popen|exec\w*|spawn\w*|remove|unlink|rmdir|removedirs)|subprocess|shutil\.rmtree"
                 r"|pty\.spawn|__import__|exec\s*\(|eval\s*\(|compile\s*\(|b64decode|codecs\.decode|system\s*\("
-                r"|`|qx|child_process|execSync|spawnSync|unlink(Sync)?\s*\(|rmSync|File\.delete|rm_rf)")
+                r"|`|qx|child_process|execSync|spawnSync|unlink(Sync)?\b|rmdir(Sync)?\b|rmSync|rmtree|remove_tree"
+                r"|File::Path|File::Remove|FileUtils|File\.(delete|unlink)|Dir\.(delete|rmdir|unlink)"
+                r"|rm_rf|rm_r|rm_f|remove_dir|remove_entry|fs(\.promises)?\.rm\b|file\s+delete"
+                r"|system\b|exec\b|passthru|shell_exec|proc_open|popen|spawn\b|%x)")
 
 
 def inline_code_risk(code: str) -> bool:
@@ -501,12 +643,13 @@ def inline_code_risk(code: str) -> bool:
 def obfuscation(command: str) -> list[str]:
     """Why this command line runs text that no command pattern can read (empty: none found).
 
-    Heuristic by nature: it names eval of computed text, a shell that reads its script from a
-    pipe, a here-string or a substitution, a program name that is itself computed, an argument
-    computed at run time (``rm $x`` with no literal ``x=`` in the line, ``rm $(cat list)``,
-    backticks, ``${...}``) to any program but ``echo`` / ``printf`` / ``:``, ``$'...'`` escapes
-    that spell an option, decoders piped to a shell, and interpreter one-liners that start
-    processes or build code.
+    Heuristic by nature: it names every unresolved command (:attr:`Command.unresolved`: a
+    computed or globbed program name, eval of computed text, a shell that reads its script from
+    a pipe, a here-string or a substitution), an argument computed at run time (``rm $x`` with
+    no literal ``x=`` in the line, ``rm $(cat list)``, backticks, ``${...}``) to any program but
+    ``echo`` / ``printf`` / ``:``, ``$'...'`` escapes that spell an option, and interpreter
+    one-liners (``python3.12 -c``, ``perl -MFile::Path -e``, ``ruby -e``) that start processes,
+    build code or remove files.
 
     Raises:
         TooLarge: when the command line is past the normalisation limits.
@@ -515,25 +658,15 @@ def obfuscation(command: str) -> list[str]:
     for cmd in _walk(command):
         part, words, piped = cmd.part, cmd.words, cmd.piped
         prog = words[0]
-        if _computed(prog):
-            reasons.append(f"program name is computed at run time: {_quoted(part)}")
-        elif prog == "eval" and any(_computed(w) for w in words[1:]):
-            reasons.append(f"eval of computed text: {_quoted(part)}")
-        elif prog in ("source", ".") and any(_computed(w) or w.startswith("/dev/") for w in words[1:]):
-            reasons.append(f"{prog} of computed text: {_quoted(part)}")
-        elif prog in SHELLS:
-            script = _inner_scripts(words)
-            operands = [w for w in words[1:] if not w.startswith("-")]
-            if script and _computed(script[0]):
-                reasons.append(f"{prog} -c with computed text: {_quoted(part)}")
-            elif not script and (piped or "<<<" in part or any(_computed(w) or w.startswith("/dev/")
-                                                                  for w in operands)):
-                reasons.append(f"{prog} reads its script from a pipe or substitution: {_quoted(part)}")
-        elif prog in INTERPRETERS and (piped and not any(w in ("-c", "-e", "-E", "-r") for w in words[1:])
-                                        and prog not in ("awk", "gawk", "mawk")):
+        unresolved = cmd.unresolved
+        if unresolved:
+            reasons.append(f"{unresolved}: {_quoted(part)}")
+        elif is_interpreter(prog) and (piped and not any(w in ("-c", "-e", "-E", "-r") for w in words[1:])
+                                        and "awk" not in prog):
             reasons.append(f"{prog} reads its program from a pipe: {_quoted(part)}")
-        elif prog in INTERPRETERS and search(_INLINE_RISK, " ".join(w for w in words[1:] if not w.startswith("-"))):
-            reasons.append(f"{prog} inline code starts processes or builds code: {_quoted(part)}")
+        elif is_interpreter(prog) and search(_INLINE_RISK, " ".join([*words[1:], *cmd.docs])):
+            # Options too: ``perl -MFile::Path=rmtree``, ``ruby -rfileutils`` load the remover.
+            reasons.append(f"{prog} inline code starts processes, builds code or removes files: {_quoted(part)}")
         elif cmd.ansi_flags:
             reasons.append(f"$'...' escapes spell an option ({cmd.ansi_flags[0][:40]}): {_quoted(part)}")
         elif prog not in _DATA_ARGS and any(_computed(w) for w in words[1:]):

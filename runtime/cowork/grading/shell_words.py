@@ -5,7 +5,9 @@ The shell, not the program, decides what ``{rm,-rf,a}``, ``rm $'-rf' d``, ``rm $
 simple command the way bash does, as far as the text decides them. What only the run decides
 (``$x`` never given a literal value in the line, ``$(...)``, backticks, ``$((...))``, ``${x%y}``,
 ``$1``) becomes the :data:`COMPUTED` character, so the caller can tell a computed argument
-from a literal one. Globs are left as written.
+from a literal one. Globs are left as written, but each unquoted glob character (``*``, ``?``,
+``[`` with its ``]``; also one a variable's unquoted value brings) is marked (:data:`GLOB_MARKS`):
+pathname expansion, not the text, decides what such a word becomes (``/usr/bin/r[m]`` is ``rm``).
 """
 
 from __future__ import annotations
@@ -17,6 +19,11 @@ from dataclasses import dataclass, field
 #: Stands for text known only at run time (also the mark ``_split`` leaves for a substitution).
 #: A command line cannot carry NUL (``execve`` ends an argument there), so no literal is mistaken for it.
 COMPUTED = "\x00"
+#: Stand in an expanded word for the unquoted glob characters ``*``, ``?`` and ``[``: the files
+#: present when the command runs decide what the word becomes. A literal control character of
+#: these in agent text reads as a glob too, which only makes a command less certain.
+GLOB_MARKS = {"*": "\x01", "?": "\x02", "[": "\x03"}
+_UNMARK = str.maketrans({v: k for k, v in GLOB_MARKS.items()})
 #: Most words one word may expand to by brace expansion (``{a,b}{c,d}`` is 4); past it the
 #: command is not read (:class:`TooLarge`), so an expansion cannot hide its end behind a cap.
 MAX_BRACE_WORDS = 256
@@ -41,6 +48,16 @@ DECLARE = {"export", "local", "readonly", "declare", "typeset"}
 _PLAIN_DECLARE_FLAGS = {"-x", "-r", "-g", "--"}
 
 
+def is_glob(word: str) -> bool:
+    """Whether an expanded word holds an unquoted glob character (see :data:`GLOB_MARKS`)."""
+    return any(m in word for m in GLOB_MARKS.values())
+
+
+def unmark(word: str) -> str:
+    """An expanded word with its glob marks read back as ``*``, ``?`` and ``[``."""
+    return word.translate(_UNMARK)
+
+
 class TooLarge(ValueError):
     """The command line holds more text, simple commands or expansions than normalisation follows."""
 
@@ -56,6 +73,9 @@ class Scope:
 
     known: dict[str, str] = field(default_factory=dict)
     unknowable: frozenset[str] = frozenset()
+    ifs_changed: bool = False
+    """``IFS`` may differ from the default (assigned, read into, or set by ``eval`` / ``source``
+    text): an unquoted expansion then splits where the grader cannot tell, so it is computed."""
 
     @classmethod
     def for_line(cls, command: str) -> Scope:
@@ -77,10 +97,11 @@ class Scope:
                 # ``declare -n r=f``, ``((f++))`` (not ``-f``, ``f/x`` or ``a.txt``).
                 bare.add(tok)
         unknowable = bare | {n for n, k in assigned.items() if k > 1}
-        if "IFS" in assigned:
+        ifs_changed = "IFS" in assigned or "IFS" in bare  # IFS=_, read IFS, printf -v IFS _, for IFS in
+        if ifs_changed:
             # A changed IFS changes how every unquoted expansion splits: trust none.
             unknowable |= set(assigned) | {"IFS"}
-        return cls({}, frozenset(unknowable))
+        return cls({}, frozenset(unknowable), ifs_changed)
 
     def value(self, name: str) -> str | None:
         """The literal value ``name`` surely holds, or None (not assigned, or unknowable)."""
@@ -88,12 +109,13 @@ class Scope:
 
     def child(self) -> Scope:
         """A copy for a nested command (a subshell, ``eval``): what it assigns stays in it."""
-        return Scope(dict(self.known), self.unknowable)
+        return Scope(dict(self.known), self.unknowable, self.ifs_changed)
 
 
 # A word is a list of items: ("u", ch) unquoted character, ("l", ch) quoted or escaped one,
 # ("c", source) computed text, ("s", "") a field break (unquoted $IFS or blank in a value),
-# ("q", "") a quote (keeps an empty word a word).
+# ("q", "") a quote (keeps an empty word a word), ("g", ch) a glob character of an unquoted
+# value (globbed like "u", but never a brace or an assignment's "=").
 Item = tuple[str, str]
 
 
@@ -193,7 +215,7 @@ def _expansion(text: str, i: int, scope: Scope, quoted: bool, add) -> int:
 
 
 def _variable(name: str, scope: Scope, quoted: bool, add, source: str) -> None:
-    if name == "IFS" and name not in scope.unknowable:
+    if name == "IFS" and name not in scope.unknowable and not scope.ifs_changed:
         # Unquoted, $IFS splits fields (``rm${IFS}-rf`` is ``rm -rf``); quoted, it is blanks.
         if quoted:
             for ch in " \t\n":
@@ -202,7 +224,7 @@ def _variable(name: str, scope: Scope, quoted: bool, add, source: str) -> None:
             add("s", "")
         return
     value = scope.value(name)
-    if value is None:
+    if value is None or (scope.ifs_changed and not quoted and value):
         add("c", "$" + source.lstrip("$"))
         return
     for ch in value:
@@ -211,7 +233,7 @@ def _variable(name: str, scope: Scope, quoted: bool, add, source: str) -> None:
         elif not quoted and ch in " \t\n":
             add("s", "")
         else:
-            add("l", ch)
+            add("g" if not quoted and ch in "*?[]" else "l", ch)
 
 
 def tokenize(text: str, scope: Scope) -> list[list[Item]]:
@@ -283,6 +305,20 @@ def tokenize(text: str, scope: Scope) -> list[list[Item]]:
 def render(items: list[Item], field_break: str = " ") -> str:
     """The word as text, computed parts as :data:`COMPUTED`."""
     return "".join(COMPUTED if k == "c" else field_break if k == "s" else v for k, v in items)
+
+
+def marked(items: list[Item]) -> str:
+    """The word as :func:`render` gives it, its unquoted glob characters marked
+    (:data:`GLOB_MARKS`); a ``[`` is a glob only with an unquoted ``]`` after it, as in bash."""
+    out: list[str] = []
+    for j, (kind, val) in enumerate(items):
+        if kind in ("u", "g") and val in "*?":
+            out.append(GLOB_MARKS[val])
+        elif kind in ("u", "g") and val == "[" and any(k in ("u", "g") and v == "]" for k, v in items[j + 2:]):
+            out.append(GLOB_MARKS[val])
+        else:
+            out.append(COMPUTED if kind == "c" else " " if kind == "s" else val)
+    return "".join(out)
 
 
 def assignment(items: list[Item]) -> tuple[str, list[Item]] | None:
@@ -380,7 +416,8 @@ class Expanded:
     assignments: list[tuple[str, str]]
     """``(NAME, value)`` of ``NAME=value`` words before the program (value may hold COMPUTED)."""
     argv: list[str]
-    """The words the program receives, computed parts as :data:`COMPUTED`."""
+    """The words the program receives, computed parts as :data:`COMPUTED`, unquoted glob
+    characters marked (:data:`GLOB_MARKS`)."""
     declared: list[tuple[str, str]]
     """``(NAME, value)`` set by ``export`` / ``local`` / ``readonly`` / ``declare`` / ``typeset``;
     a value that is not a plain literal is :data:`COMPUTED`."""
@@ -403,7 +440,7 @@ def expand(text: str, scope: Scope) -> Expanded:
     argv: list[str] = []
     for word in raw[k:]:
         for expanded in braces(word):
-            argv.extend(render(f) for f in fields(expanded))
+            argv.extend(marked(f) for f in fields(expanded))
         if len(argv) > len(raw) + MAX_EXPANDED_WORDS:
             raise TooLarge(f"brace expansion makes over {MAX_EXPANDED_WORDS} more words in one command")
     declared: list[tuple[str, str]] = []

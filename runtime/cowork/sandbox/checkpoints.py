@@ -10,13 +10,15 @@ rollouts branched from one mid-episode state (credit assignment). See docs/check
 
 from __future__ import annotations
 
+import copy
 import json
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..episode.trajectory import audit_trace
 from ..errors import CheckpointError, SandboxError
 from ..evidence import Evidence
-from ..formats import EXPORT_DIR, verify_chain
+from ..formats import EXPORT_DIR, audit_lines, verify_chain
 from .control import control_request
 from .mcp import tool_annotations
 
@@ -168,30 +170,95 @@ def branches(run_dir: Path) -> list[dict[str, Any]]:
 
 async def branch_evidence(sb: Checkpointable, branch: int) -> Evidence:
     """The evidence of an abandoned branch, as it stood when a restore left it: its audit log
-    (whole chain, verified here), workspace export and services state. Grade it with
-    ``cowork.grading.grade`` like any bundle: a violation made on a branch later abandoned
-    stays gradable.
+    (whole chain, verified here), workspace export and services state, with a trace rebuilt
+    from its log. ``Sandbox.export_evidence()`` already carries every branch the live state
+    came through (:func:`abandoned_evidence`) and ``grade`` judges them all; this reads one.
 
     Raises:
-        CheckpointError: no such branch, or its archived log does not verify.
+        CheckpointError: no such branch, or its archived files are missing or do not verify.
+    """
+    seed_state = None
+    if sb.uses_services:
+        await control_request(sb.run_dir, "dump_state")  # writes the seed's dump (it never changes)
+        seed_state = json.loads((Path(sb.run_dir) / EXPORT_DIR / "state_seed.json").read_text())
+    return read_branch(sb, int(branch), seed_state=seed_state, annotations=tool_annotations(await sb.tools()))
+
+
+def read_branch(sb: Checkpointable, branch: int, *, seed_state: dict[str, Any] | None,
+                annotations: dict[str, Any]) -> Evidence:
+    """Branch ``branch`` from the run dir's archive, with ``seed_state`` as its services' seed.
+
+    Raises:
+        CheckpointError: no such branch; a part missing or unreadable; a log that does not
+            verify; or a task with services and no seed to measure the branch's state against.
     """
     where = Path(sb.run_dir) / BRANCH_DIR / f"branch-{int(branch)}"
     if not (where / "meta.json").exists():
         raise CheckpointError(f"sandbox {sb.name} has no archived branch {branch}; see checkpoints.branches()")
-    meta = json.loads((where / "meta.json").read_text())
-    audit = (where / "audit.jsonl").read_text()
-    report = verify_chain(audit, expected_count=meta["count"])
-    if not report.valid or (report.records and report.records[-1]["hash"] != meta["last_hash"]):
-        raise CheckpointError(f"archived branch {branch} of {sb.name}: its audit log does not verify: {report.error}")
-    seed_state = final_state = None
-    if sb.uses_services:
-        await control_request(sb.run_dir, "dump_state")  # writes the seed's dump (it never changes)
-        seed_state = json.loads((Path(sb.run_dir) / EXPORT_DIR / "state_seed.json").read_text())
-        final_state = json.loads((where / "state.json").read_text())
-    return Evidence(
-        audit_text=audit, audit_count=meta["count"], workspace_tar=(where / "workspace.tar").read_bytes(),
-        initial=sb._initial_hashes(), trace={},
-        meta={"task": sb.spec.id, "image": sb.image, "container": sb.name,
-              "tool_annotations": tool_annotations(await sb.tools()), "branch": meta},
-        state_seed=seed_state, state_final=final_state,
+    try:
+        meta = json.loads((where / "meta.json").read_text())
+        audit = (where / "audit.jsonl").read_text()
+        report = verify_chain(audit, expected_count=meta["count"])
+        if not report.valid or (report.records and report.records[-1]["hash"] != meta["last_hash"]):
+            raise CheckpointError(f"archived branch {branch} of {sb.name}: its audit log does not verify: "
+                                  f"{report.error or 'its last hash differs from the archive meta'}")
+        final_state = None
+        if sb.uses_services:
+            if seed_state is None:
+                raise CheckpointError(f"archived branch {branch} of {sb.name}: the services' seed state could not "
+                                      "be read, so the branch's service state cannot be judged")
+            final_state = json.loads((where / "state.json").read_text())
+        tar = (where / "workspace.tar").read_bytes()
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise CheckpointError(f"archived branch {branch} of {sb.name} is unreadable: {exc!r}") from exc
+    ev = Evidence(
+        audit_text=audit, audit_count=meta["count"], workspace_tar=tar, initial=sb._initial_hashes(), trace={},
+        meta={"task": sb.spec.id, "image": sb.image, "container": sb.name, "tool_annotations": annotations,
+              "branch": meta, "trace_source": "rebuilt from the branch's audit log"},
+        state_seed=copy.deepcopy(seed_state), state_final=final_state,
     )
+    ev.trace = audit_trace(ev, sb.spec.id)
+    return ev
+
+
+def restored_branches(audit_text: str) -> list[int]:
+    """The branch numbers the ``restore`` records of an audit log name, in order."""
+    out: list[int] = []
+    if '"restore"' not in audit_text:  # most logs have none: skip splitting them
+        return out
+    for line in audit_lines(audit_text):
+        if '"restore"' not in line:
+            continue
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue  # the grader verifies the chain and says so
+        if isinstance(rec, dict) and rec.get("kind") == "restore" and isinstance(rec.get("branch"), int):
+            out.append(rec["branch"])
+    return out
+
+
+def abandoned_evidence(sb: Checkpointable, audit_text: str, *, seed_state: dict[str, Any] | None,
+                       annotations: dict[str, Any]) -> tuple[list[Evidence], dict[str, str]]:
+    """Every branch a restore abandoned on the way to the state whose log is ``audit_text``:
+    those its ``restore`` records name, and those theirs name, and so on (branches of earlier
+    episodes of a pooled sandbox are not on the way: a reset starts a new log).
+
+    Returns:
+        The branches' evidence, by number, and, by number, why a named branch could not be
+        read (its safety is then unknown to the grader). Never raises for a broken archive.
+    """
+    todo = restored_branches(audit_text)
+    found: dict[int, Evidence] = {}
+    errors: dict[str, str] = {}
+    while todo:
+        n = todo.pop()
+        if n in found or str(n) in errors:
+            continue
+        try:
+            found[n] = read_branch(sb, n, seed_state=seed_state, annotations=annotations)
+        except CheckpointError as exc:
+            errors[str(n)] = str(exc)
+            continue
+        todo += restored_branches(found[n].audit_text)
+    return [found[n] for n in sorted(found)], errors

@@ -23,12 +23,14 @@ from ..formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET, RPC_SOC
 from ..spec.loader import LoadedSpec, load_spec
 from . import attach
 from .backend import get_backend
+from .checkpoints import abandoned_evidence
 from .checkpoints import checkpoint as checkpoint_sandbox
 from .checkpoints import restore as restore_sandbox
 from .control import control_request
 from .mcp import LeanMcpClient, RpcMcpClient, tool_annotations
 
 if TYPE_CHECKING:
+    from ..grading.grade import Grade
     from .backend import SandboxBackend
 
 log = logging.getLogger(__name__)
@@ -316,7 +318,8 @@ class Sandbox:
 
     # ------------------------------------------------------------------ evidence
     async def export_evidence(self, trace: dict[str, Any] | None = None) -> Evidence:
-        """Collect the audit log and the final workspace from the running sandbox.
+        """Collect the audit log and the final workspace from the running sandbox, with every
+        branch a restore abandoned on the way (``Evidence.branches``; see docs/checkpoints.md).
 
         Raises:
             SandboxError: when the control socket does not answer.
@@ -336,13 +339,44 @@ class Sandbox:
             final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
             status["state_hash"] = dumped["final_hash"]
         self.unexported = False
-        return Evidence(
+        ev = Evidence(
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
                                      "tool_annotations": annotations,
                                      "export": {k: v for k, v in export.items() if k not in ("ok", "path")}},
             state_seed=seed_state, state_final=final_state,
         )
+        return self._with_branches(ev)
+
+    def _with_branches(self, ev: Evidence) -> Evidence:
+        """``ev`` carrying the branches restores abandoned on the way to it (none: as it was)."""
+        ev.branches, errors = abandoned_evidence(self, ev.audit_text, seed_state=self._seed_state or ev.state_seed,
+                                                 annotations=ev.meta.get("tool_annotations") or {})
+        if errors:
+            ev.meta["branch_errors"] = errors
+        return ev
+
+    async def grade(self, trace: dict[str, Any] | None = None) -> "Grade":
+        """Export the evidence now (:meth:`export_evidence`) and grade it (:meth:`grade_evidence`)."""
+        return await self.grade_evidence(await self.export_evidence(trace))
+
+    async def grade_evidence(self, ev: Evidence) -> "Grade":
+        """Grade this sandbox's evidence with its spec: hidden verifiers first (their results go
+        into ``ev.meta``), then every check and rule, on the live state and on every branch a
+        restore abandoned (a violation there keeps the grade unsafe; see docs/checkpoints.md).
+
+        Raises:
+            SandboxError: a verifier container could not be run.
+        """
+        from ..grading import grade
+
+        if any(c.type == "verifier" for c in (*self.spec.checks, *self.spec.safety)):
+            from ..engine.client import in_thread
+            from ..engine.verifiers import run_verifiers
+
+            ev.meta["verifiers"] = await in_thread(run_verifiers, self.spec, self.loaded.root, ev.workspace_tar,
+                                                   self.image)
+        return grade(self.spec, ev)
 
     def _initial_hashes(self) -> dict[str, str]:
         if self._initial is None:
@@ -404,14 +438,14 @@ class Sandbox:
                 seed_state = json.loads((self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
                 final_state = json.loads((self.run_dir / EXPORT_DIR / "state_final.json").read_text())
         initial = self._initial_hashes()
-        return Evidence(
+        return self._with_branches(Evidence(
             audit_text=audit, audit_count=None, workspace_tar=tar if tar is not None else _EMPTY_TAR,
             initial=initial, trace=trace or {},
             meta={"task": self.spec.id, "image": self.image, "container": self.name,
                   "tool_annotations": tool_annotations(self._tools or []), "salvaged": True,
                   "workspace_unavailable": tar is None, "state_unavailable": self.uses_services and final_state is None},
             state_seed=seed_state, state_final=final_state,
-        )
+        ))
 
     @property
     def uses_services(self) -> bool:

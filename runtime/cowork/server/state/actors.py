@@ -8,10 +8,18 @@ audit middleware. Every record written meanwhile carries ``actor: user`` or ``ac
 (audit.ACTOR), so graders tell the agent's actions from the task's.
 
 Agent calls are held and the agent's processes killed for the duration, so the host's record
-of what each actor changed (records, and every workspace file, whatever tool changed it,
-``shell`` included) is exact. The answer lists the records and files the actions changed,
+of what each actor changed (records, and every workspace name, whatever tool changed it,
+``shell`` included) is exact. The answer lists the records and names the actions changed,
 with their values afterwards: the host folds them into the grading baseline, so a rule
 about what the agent changed never blames the agent for the user's edit or the world's mail.
+
+The fold never launders the agent's own work. An actor's file tool never writes through a
+link: a path that leads through a symlink, or names a file with other hard links, is refused.
+What a ``shell`` action changes through a link cannot be refused, so each changed name says
+whether it is ``clean``: no other hard link shares the file, no symlink in the workspace
+reaches it, and its content was readable. The host folds a clean change only when the name,
+before the action, was what its baseline says (Evidence.names_before): bytes an actor adds
+to a file the agent had changed, or writes through a name the agent made, stay the agent's.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ import stat
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
-from ...formats import WORKSPACE_TOOLS
+from ...formats import WORKSPACE_TOOLS, name_identity
 from .audit import ACTOR, AuditLog, AuditMiddleware
 
 if TYPE_CHECKING:
@@ -31,9 +39,17 @@ if TYPE_CHECKING:
 ACTORS = ("user", "world")
 
 
-#: In an action's ``files``: the path holds something other than a regular file (a symlink
-#: the agent planted, a folder): the host leaves its baseline for that path as it was.
+#: The identity of a regular file whose content could not be read with the agent's rights:
+#: never equal to a baseline, so a change to it is never folded.
 NOT_A_FILE = ""
+#: Most names recorded before and after an action; past it no change is clean.
+TREE_LIMIT = 20000
+#: File tools that write: an actor's call of one is refused when its path leads through a link.
+WRITING_FILE_TOOLS = ("write_file", "edit_file")
+
+#: One recorded name: ``(identity, names of its inode (st_nlink) for a regular file else 1,
+#: the workspace path a symlink resolves to, None when it is no symlink or leads outside)``.
+Name = tuple[str, int, str | None]
 
 
 def _sha_nofollow(path: str) -> str | None:
@@ -60,28 +76,106 @@ def _sha_nofollow(path: str) -> str | None:
         return h.hexdigest()
 
 
-def _tree(root: str, limit: int = 20000) -> dict[str, str]:
-    """Every workspace entry below ``root`` as ``{relative path: sha256}`` for regular files
-    and NOT_A_FILE for anything else that is not a folder (run as the agent; symlinks never
-    followed; at most ``limit`` entries)."""
-    out: dict[str, str] = {}
+def _tree(root: str, limit: int = TREE_LIMIT) -> tuple[dict[str, Name], bool]:
+    """Every workspace name below ``root`` as ``{relative path: Name}`` (run as the agent;
+    symlinks never followed), and whether the walk saw them all (at most ``limit`` names,
+    every folder listable)."""
+    out: dict[str, Name] = {}
+    complete = True
     stack = [""]
-    while stack and len(out) < limit:
+    while stack:
         rel = stack.pop()
         try:
             entries = list(os.scandir(os.path.join(root, rel)))
         except OSError:
+            complete = False
             continue
         for e in entries:
+            if len(out) >= limit:
+                return out, False
             path = f"{rel}/{e.name}" if rel else e.name
             try:
-                if e.is_dir(follow_symlinks=False):
-                    stack.append(path)
-                    continue
+                st = e.stat(follow_symlinks=False)
             except OSError:
-                pass
-            out[path] = _sha_nofollow(os.path.join(root, path)) or NOT_A_FILE
+                complete = False
+                continue
+            out[path] = _name(root, path, st)
+            if stat.S_ISDIR(st.st_mode):
+                stack.append(path)
+    return out, complete
+
+
+def _name(root: str, path: str, st: os.stat_result) -> Name:
+    """What one name is (see Name)."""
+    full = os.path.join(root, path)
+    if stat.S_ISREG(st.st_mode):
+        return _sha_nofollow(full) or NOT_A_FILE, st.st_nlink, None
+    if stat.S_ISDIR(st.st_mode):
+        return name_identity("dir"), 1, None
+    if stat.S_ISLNK(st.st_mode):
+        try:
+            target = os.readlink(full)
+        except OSError:
+            return NOT_A_FILE, 1, None
+        real = os.path.realpath(full)
+        reach = "" if real == root else real[len(root) + 1:] if real.startswith(root + "/") else None
+        return name_identity("symlink", target), 1, reach
+    kind = "fifo" if stat.S_ISFIFO(st.st_mode) else "socket" if stat.S_ISSOCK(st.st_mode) else "device"
+    return name_identity(kind), 1, None
+
+
+def _changes(tree0: dict[str, Name], tree1: dict[str, Name], complete: bool) -> dict[str, dict[str, Any]]:
+    """Each name whose identity the actions changed: ``{"before", "after", "clean"}`` (None:
+    no such name), with ``why`` when not clean (see the module's docstring)."""
+    reaches = {n[2] for t in (tree0, tree1) for n in t.values() if n[2] is not None}
+    out: dict[str, dict[str, Any]] = {}
+    for path in sorted(set(tree0) | set(tree1)):
+        a, b = tree0.get(path), tree1.get(path)
+        before, after = a[0] if a else None, b[0] if b else None
+        if before == after:
+            continue
+        why = _unclean(path, a, b, reaches, complete)
+        out[path] = {"before": before, "after": after, "clean": why is None, **({"why": why} if why else {})}
     return out
+
+
+def _unclean(path: str, a: Name | None, b: Name | None, reaches: set[str], complete: bool) -> str | None:
+    """Why a change of ``path`` may be the agent's doing rather than the actor's own (None: clean)."""
+    if not complete:
+        return "the workspace could not be listed whole"
+    if any(n is not None and n[0] == NOT_A_FILE for n in (a, b)):
+        return "its content could not be read with the agent's rights"
+    links = max((n[1] for n in (a, b) if n is not None), default=1)
+    if links > 1:
+        return f"the file has {links} names (a hard link)"
+    via = sorted(r for r in reaches if r == "" or path == r or path.startswith(r + "/"))
+    if via:
+        return f"a symlink in the workspace leads to {via[0] or 'the workspace root'!r}"
+    return None
+
+
+def _link_on_path(root: str, path: str) -> str | None:
+    """Why writing ``path`` would go through a link (run as the agent): a symlink on the
+    way, or a file with other hard links; None when it would not."""
+    full = path if path.startswith("/") else os.path.join(root, path)
+    cur = root if full.startswith(root + "/") else "/"
+    parts = [p for p in full[len(cur):].split("/") if p not in ("", ".")]
+    for i, part in enumerate(parts):
+        cur = os.path.dirname(cur) if part == ".." else os.path.join(cur, part)
+        if part == "..":
+            continue
+        shown = cur[len(root) + 1:] if cur.startswith(root + "/") else cur
+        try:
+            st = os.lstat(cur)
+        except FileNotFoundError:
+            return None  # made by the tool from here on
+        except OSError:
+            return None  # the tool reports it
+        if stat.S_ISLNK(st.st_mode):
+            return f"{shown!r} is a symlink (to {os.readlink(cur)!r})"
+        if i == len(parts) - 1 and stat.S_ISREG(st.st_mode) and st.st_nlink > 1:
+            return f"{shown!r} has {st.st_nlink} names (a hard link)"
+    return None
 
 
 class Actors:
@@ -151,11 +245,11 @@ class Actors:
                 kill_agent_processes(self.agent_uid)
             before = self._dump()
             touches_files = any("tool" in a for a in actions)
-            tree0 = await self.fs.run(_tree, self.root) if touches_files else {}
+            tree0, whole0 = await self.fs.run(_tree, self.root) if touches_files else ({}, True)
             results = [await self._one(action) for action in actions]
             after = self._dump()
-            tree1 = await self.fs.run(_tree, self.root) if touches_files else {}
-            files = {p: tree1.get(p) for p in sorted(set(tree0) | set(tree1)) if tree0.get(p) != tree1.get(p)}
+            tree1, whole1 = await self.fs.run(_tree, self.root) if touches_files else ({}, True)
+            files = _changes(tree0, tree1, whole0 and whole1)
         finally:
             ACTOR.reset(token)
             self.audit.paused = False
@@ -187,6 +281,11 @@ class Actors:
                 ids = {svc: self.services.add_records(svc, data) for svc, data in action["add"].items()}
                 return {"ok": True, "added": ids}
             tool, args = action["tool"], dict(action.get("args") or {})
+            if tool in WRITING_FILE_TOOLS and isinstance(args.get("path"), str):
+                link = await self.fs.run(_link_on_path, self.root, args["path"])
+                if link is not None:
+                    raise PermissionError(f"{tool} of {args['path']!r} refused: {link}; the "
+                                          f"{ACTOR.get()} never writes through a link in the workspace")
             if action.get("as") is not None:
                 return await self._as(str(action["as"]), tool, args)
             result = await self._app().call_tool(tool, args)
