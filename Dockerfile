@@ -25,10 +25,17 @@ RUN groupadd --gid 1000 agent \
  && chown agent:agent /workspace && chmod 0700 /run/cowork /opt/cowork/task \
  && find / -xdev -perm /6000 -type f -exec chmod ug-s {} +
 
+# The office readers (openpyxl, python-docx, pypdf) go to /opt/cowork/office, on the path of
+# both the server's Python (read_document) and the system python3 the agent's code runs in.
 COPY wheelhouse/ /tmp/wheelhouse/
 RUN python3 -m venv /opt/cowork/venv \
  && /opt/cowork/venv/bin/pip install --no-index --no-cache-dir --find-links /tmp/wheelhouse \
         -r /tmp/wheelhouse/requirements.txt \
+ && /opt/cowork/venv/bin/pip install --no-index --no-cache-dir --find-links /tmp/wheelhouse \
+        --target /opt/cowork/office -r /tmp/wheelhouse/office.txt \
+ && for py in /opt/cowork/venv/bin/python python3; do \
+        site=$("$py" -c 'import site; print(site.getsitepackages()[0])') \
+        && mkdir -p "$site" && echo /opt/cowork/office > "$site/cowork-office.pth" || exit 1; done \
  && rm -rf /tmp/wheelhouse
 
 COPY cowork/ /opt/cowork/lib/cowork/

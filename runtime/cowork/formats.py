@@ -42,6 +42,24 @@ EXPORT_OMITTED_KEY = "COWORK.omitted"
 EXPORT_SIZE_KEY = "COWORK.size"
 #: A member no workspace path can equal, present only when the export is incomplete.
 EXPORT_INCOMPLETE_MEMBER = "../COWORK-EXPORT-INCOMPLETE"
+#: PAX key naming a member's kind where tar has no type for it: ``socket`` (a FIFO member).
+EXPORT_KIND_KEY = "COWORK.kind"
+
+
+def name_identity(kind: str, detail: str = "") -> str:
+    """What a workspace name that is not a regular file is, as graders compare names:
+    ``dir:``, ``symlink:<target>``, ``fifo:``, ``socket:``, ``chardev:<major>,<minor>``, ...
+
+    A regular file's identity is the SHA-256 of its content (hex, never holding ``:``), so
+    the two never collide and a file replaced by a link of any target counts as changed. The
+    server (the actors' record of what they changed) and the grader (the export) both use it.
+    """
+    return f"{kind}:{detail}"
+
+
+def is_file_identity(identity: str) -> bool:
+    """True when ``identity`` is a regular file's (its content's SHA-256), not a name_identity."""
+    return ":" not in identity
 
 #: The unprivileged user agent commands run as.
 AGENT_UID = 1000
@@ -435,3 +453,7 @@ WORKSPACE_TOOLS = ("shell", "read_file", "write_file", "edit_file", "list_files"
 #: tool callable from it (server.progtool, docs/programmatic-tools.md); off unless a spec
 #: allows it by name.
 PYTHON_TOOL = "python"
+
+#: The optional tool that returns the text and tables of an xlsx, docx, pdf, md or txt file in
+#: the workspace (server.tools.documents); off unless a spec allows it by name.
+DOCUMENT_TOOL = "read_document"

@@ -65,6 +65,8 @@ SAMPLES: dict[str, dict] = {
     "todo_list": {}, "todo_create": {"title": "Call Dana"}, "todo_update": {"task_id": "task-1", "priority": "low"},
     "todo_complete": {"task_id": "task-1"}, "todo_delete": {"task_id": "task-1"},
     "mail_label": {"message_ids": ["msg-1", "msg-2"], "add": ["todo"], "remove": ["finance"]},
+    "mail_save_attachment": {"message_id": "msg-1", "name": "report.pdf", "path": "saved/report.pdf",
+                             "overwrite": True},
     "crm_update_account": {"account_id": "acct-2", "status": "active", "tier": "gold"},
     "crm_export": {"tier": "gold"},
     "expenses_list_transactions": {}, "expenses_list_reports": {}, "expenses_get_report": {"report_id": "rpt-1"},
@@ -89,6 +91,9 @@ SAMPLES: dict[str, dict] = {
     "news_read_item": {"item_id": "item-1"}, "news_subscribe": {"url": "https://security.example/rss"},
     "news_unsubscribe": {"feed_id": "feed-2"},
 }
+
+#: Tools that change the workspace, not their service's state (no service_action record).
+WORKSPACE_EFFECT = {"mail_save_attachment"}
 
 #: Tools whose effect or content crosses the organisation's boundary.
 OPEN_WORLD = {"mail_send", "mail_reply", "mail_forward", "documents_share", "kb_web_search", "kb_web_fetch",
@@ -116,7 +121,8 @@ class TestCatalog:
         assert len(SERVICE_TOOLS) >= 14
 
     def test_services_import_nothing_host_side(self):
-        allowed = {"fastmcp", "pydantic", "cowork.formats"}
+        # the office readers are in the image too (engine.images.OFFICE_PACKAGES), for office_text.py
+        allowed = {"fastmcp", "pydantic", "cowork.formats", "openpyxl", "docx", "pypdf"}
         for path in Path(registry.__file__).parent.glob("*.py"):
             for node in ast.walk(ast.parse(path.read_text())):
                 if isinstance(node, ast.ImportFrom) and node.level == 0:
@@ -178,7 +184,7 @@ class TestBehaviour:
         after = dump_state(env.ctx.db)
         annotations = (await annotations_of(client))[tool]
         records = [r for r in env.audit if r["kind"] == "service_action"]
-        if annotations.read_only_hint:
+        if annotations.read_only_hint or tool in WORKSPACE_EFFECT:
             assert after == before and records == [], tool
             return
         assert after != before, tool

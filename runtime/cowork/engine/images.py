@@ -34,6 +34,11 @@ SANDBOX_REPO = "cowork-sandbox"
 TASK_REPO_PREFIX = "cowork-task-"
 #: Packages the in-container server needs; pinned to the host's versions.
 SERVER_PACKAGES = ("fastmcp", "google-re2")
+#: Office-file readers and writers (read_document, services/office_text.py), pinned to the
+#: host's versions. The image installs them apart (/opt/cowork/office) and puts them on the
+#: path of the server's Python and of the system python3 the agent runs, so the agent's own
+#: code can read and write xlsx, docx and pdf files as well.
+OFFICE_PACKAGES = ("openpyxl", "python-docx", "pypdf")
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent  # runtime/cowork/
 PROJECT_DIR = PACKAGE_DIR.parent.parent
@@ -94,9 +99,9 @@ def ensure_base(offline_only: bool = False) -> str:
 
 
 # --------------------------------------------------------------------------- wheelhouse
-def _requirements() -> list[str]:
+def _requirements(names: tuple[str, ...] = SERVER_PACKAGES + OFFICE_PACKAGES) -> list[str]:
     reqs = []
-    for name in SERVER_PACKAGES:
+    for name in names:
         try:
             reqs.append(f"{name}=={metadata.version(name)}")
         except metadata.PackageNotFoundError as exc:
@@ -112,9 +117,9 @@ def ensure_wheelhouse() -> Path:
     """
     reqs = _requirements()
     arch = platform.machine()
-    key = hashlib.sha256(("\n".join(reqs) + arch).encode()).hexdigest()[:12]
+    key = hashlib.sha256(("\n".join(reqs) + arch + "\noffice.txt").encode()).hexdigest()[:12]
     dest = cache_dir() / f"wheelhouse-{key}"
-    if (dest / "requirements.txt").exists():
+    if (dest / "requirements.txt").exists() and (dest / "office.txt").exists():
         return dest
     tmp = Path(tempfile.mkdtemp(dir=cache_dir(), prefix="wheelhouse-tmp-"))
     plats = [f"manylinux_2_{v}_{arch}" for v in (17, 28, 34)] + [f"manylinux2014_{arch}", f"linux_{arch}"]
@@ -126,7 +131,9 @@ def ensure_wheelhouse() -> Path:
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
         raise ImageError(f"building the wheelhouse failed: {' '.join(cmd + reqs)}\n{proc.stderr[-2000:]}")
-    (tmp / "requirements.txt").write_text("\n".join(reqs) + "\n")
+    (tmp / "requirements.txt").write_text("\n".join(_requirements(SERVER_PACKAGES)) + "\n")
+    (tmp / "office.txt").write_text("\n".join(_requirements(OFFICE_PACKAGES)) + "\n")
+    shutil.rmtree(dest, ignore_errors=True)
     os.replace(tmp, dest)
     return dest
 

@@ -232,7 +232,12 @@ def _lower(v: Any) -> Any:
 
 def _created(service: str, collection: str, call: dict[str, Any] | None, ev: Evidence) -> dict[str, Any]:
     """The fields a create call set exactly, from its audited arguments (empty: unknown)."""
-    return {} if call is None else _exact(_creation(service, collection, call, ev), call)
+    if call is None:
+        return {}
+    out = _creation(service, collection, call, ev)
+    if (call.get("args") or {}).get("attachments"):
+        out.pop("attachments", None)  # files attached from the workspace: their entries are the server's
+    return _exact(out, call)
 
 
 def _creation(service: str, collection: str, call: dict[str, Any], ev: Evidence) -> dict[str, Any]:

@@ -233,14 +233,19 @@ def _prepare_run_dir(run_dir: str) -> None:
     os.makedirs(os.path.join(run_dir, formats.EXPORT_DIR), mode=0o700, exist_ok=True)
 
 
-def _services(mcp, raw: dict, run_dir: str, audit: AuditLog, cfg: ServerConfig):
+def _services(mcp, raw: dict, run_dir: str, audit: AuditLog, cfg: ServerConfig, fs: AgentFS | ForkFS):
     """The task's services and their tools, or None when it uses none."""
-    if not (raw.get("services") or set(cfg.tools) - set(formats.WORKSPACE_TOOLS) - {formats.PYTHON_TOOL}):
+    optional = {formats.PYTHON_TOOL, formats.DOCUMENT_TOOL}
+    if not (raw.get("services") or set(cfg.tools) - set(formats.WORKSPACE_TOOLS) - optional):
         return None
     # Imported only when the task uses services: the ten service modules cost ~0.1 s of start-up.
     from .services_setup import setup_services
+    from .tools.documents import AgentFiles
+    from .tools.workspace import WorkspaceTools
 
-    return setup_services(mcp, raw, run_dir, audit, cfg.tools)
+    # Mail attachments move between the service and the workspace as the agent's files.
+    files = AgentFiles(WorkspaceTools(cfg.workspace, fs))
+    return setup_services(mcp, raw, run_dir, audit, cfg.tools, files=files)
 
 
 def _http(mcp, run_dir: str) -> LazyHttp:
@@ -267,7 +272,7 @@ async def main() -> int:
     audit = AuditLog(os.path.join(run_dir, formats.AUDIT_LOG),
                      max_bytes=audit_budget(raw.get("limits", {}).get("disk_mb")))
     mcp, fs = build_app(cfg, audit)
-    services = _services(mcp, raw, run_dir, audit, cfg)
+    services = _services(mcp, raw, run_dir, audit, cfg, fs)
 
     async def reseed() -> None:
         await seed_workspace(raw, fs, cfg.workspace.root, _seed_dir())

@@ -7,7 +7,7 @@ import tempfile
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
+from ..formats import DOCUMENT_TOOL, PYTHON_TOOL, WORKSPACE_TOOLS
 from ..toolhost.catalog import list_wire, set_catalog_builder
 from ..toolhost.host import ToolHost
 from .fs.agentfs import AgentFS
@@ -56,6 +56,10 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | F
         )
 
         ProgTool(workspace, mcp).register(mcp)
+    if DOCUMENT_TOOL in cfg.tools:
+        from .tools.documents import DocumentTool
+
+        DocumentTool(workspace).register(mcp)
     return mcp, fs
 
 
@@ -68,7 +72,7 @@ def full_host(tmp: str) -> tuple[Any, Any, Any]:
     from ..services.registry import register_all
 
     audit = AuditLog(os.path.join(tmp, "audit.jsonl"))
-    host, fs = build_app(ServerConfig(tools=[*WORKSPACE_TOOLS, PYTHON_TOOL],
+    host, fs = build_app(ServerConfig(tools=[*WORKSPACE_TOOLS, PYTHON_TOOL, DOCUMENT_TOOL],
                                       workspace=WorkspaceConfig(root=tmp)), audit)
     register_all(host, ServiceContext(db=open_db(), audit=audit.append), set(ALL_SERVICE_TOOLS))
     return host, fs, audit

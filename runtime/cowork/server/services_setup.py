@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from ..formats import EXPORT_DIR
-from ..services.base import ServiceContext, limit_growth, open_db
+from ..services.base import ServiceContext, WorkspaceFiles, limit_growth, open_db
 from ..services.faults import FaultConfig, FaultInjector
 from ..services.names import ALL_SERVICE_TOOLS
 from ..services.registry import (
@@ -146,8 +146,10 @@ class Services:
 
 
 def setup_services(mcp: ToolApp, raw: dict[str, Any], run_dir: str, audit: AuditLog,
-                   tools: list[str]) -> Services | None:
+                   tools: list[str], files: WorkspaceFiles | None = None) -> Services | None:
     """Open the root-only database, seed it, register the allowed service tools.
+
+    ``files`` is the agent's workspace as services may touch it (mail attachments).
 
     Returns:
         None when the task uses no service.
@@ -163,7 +165,7 @@ def setup_services(mcp: ToolApp, raw: dict[str, Any], run_dir: str, audit: Audit
     if raw.get("faults"):
         faults = FaultInjector(FaultConfig.model_validate(raw["faults"]), seed=episode_seed)
     clock_arg: dict[str, Any] = {"clock": clock} if clock else {}  # else ServiceContext's default
-    ctx = ServiceContext(db=db, audit=audit.append, faults=faults, **clock_arg)
+    ctx = ServiceContext(db=db, audit=audit.append, faults=faults, files=files, **clock_arg)
     seed = ServicesSeed.model_validate(raw.get("services") or {})
     seed_all(ctx, seed)
     limit_growth(db, db_budget(raw.get("limits")))

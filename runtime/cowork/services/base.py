@@ -17,7 +17,7 @@ from collections.abc import Container
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta, timezone, tzinfo
-from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Annotated, Any, Callable, Iterator, Protocol
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
@@ -75,6 +75,20 @@ def _no_audit(record: dict[str, Any]) -> None:
     return None
 
 
+class WorkspaceFiles(Protocol):
+    """The agent's workspace as a service may touch it (mail attachments): with the agent's
+    permissions and the workspace tools' path rules. The server provides it
+    (server.tools.documents.AgentFiles); services never import the server."""
+
+    async def read(self, path: str, max_bytes: int) -> tuple[str, bytes]:
+        """The file's path relative to /workspace and its bytes (ToolError when unreadable or larger)."""
+        ...
+
+    async def write(self, path: str, data: bytes, overwrite: bool) -> str:
+        """Write ``data`` to ``path``; returns the path relative to /workspace (ToolError when refused)."""
+        ...
+
+
 @dataclass
 class ServiceContext:
     """What every service needs at run time.
@@ -98,6 +112,9 @@ class ServiceContext:
     snapshot: Any = field(default=None, repr=False)
     seeded_ids: dict[tuple[str, str], set[str]] = field(default_factory=dict, repr=False)
     """Ids of the last seeding's records by (service, collection): a new record never takes one."""
+    files: WorkspaceFiles | None = field(default=None, repr=False)
+    """The agent's workspace, for tools that move files between it and a service (mail
+    attachments); None where the server has none (the catalog build, bare unit tests)."""
 
     def __post_init__(self) -> None:
         if self.clock.tzinfo is None:

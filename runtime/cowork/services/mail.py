@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
+import base64
+import binascii
+import hashlib
+import mimetypes
+import posixpath
 from typing import TYPE_CHECKING, Annotated, Any
 
-from pydantic import BeforeValidator, Field, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from ..toolhost.errors import ToolError
 from .base import (
@@ -37,6 +43,7 @@ Box = Annotated[str | None, Field(description="Mailbox address; default the firs
 MsgId = Annotated[str, Field(description="Message id, as listed by mail_list_messages or mail_search.")]
 Recipients = Annotated[EmailList, Field(description="Recipient addresses.")]
 LabelFilter = Annotated[str | None, Field(description="Only mail carrying this label (any case).")]
+Attachments = Annotated[list[str], Field(description="Workspace files to attach (paths relative to /workspace).")]
 #: A message label: any text of 1-64 characters, kept as given (spaces at the ends removed).
 Label = Annotated[str, BeforeValidator(lambda v: v.strip() if isinstance(v, str) else v), Field(min_length=1, max_length=64)]
 #: Folders every mailbox has.
@@ -54,15 +61,83 @@ class Mailbox(SeedModel):
     """Extra folders beside inbox, sent, drafts, archive and trash."""
 
 
-class Attachment(SeedModel):
-    """A file attached to a message."""
+#: Largest attached file, seeded or attached by the agent.
+MAX_ATTACHMENT_BYTES = 10 << 20
+#: Most files one sent message may attach from the workspace.
+MAX_ATTACHMENTS = 10
+#: The collection holding attached files' bytes (base64), keyed by their SHA-256; messages
+#: name them by ``sha256``, so a forwarded file is stored once.
+FILES = "files"
 
-    name: str = Field(min_length=1)
+
+class Attachment(SeedModel):
+    """A file attached to a message: a real file (``data`` or ``source``) or only its ``text``."""
+
+    name: str = Field(min_length=1, max_length=255)
     """File name, e.g. ``invoice.pdf``."""
     content_type: str = "application/octet-stream"
-    """MIME type."""
+    """MIME type (guessed from the name when left at the default and the file is given)."""
     text: str = ""
-    """Text content shown by mail_read (e.g. the text of a PDF)."""
+    """Text content shown by mail_read (e.g. the text of a PDF). Without ``data`` or ``source``
+    the attachment's file is this text."""
+    data: str | None = None
+    """The file's bytes, base64-encoded."""
+    source: str | None = None
+    """A file beside task.yaml (an xlsx, docx, pdf...): load_spec reads it into ``data``."""
+
+    @field_validator("name")
+    @classmethod
+    def _plain_name(cls, v: str) -> str:
+        if "/" in v or "\\" in v or v in (".", "..") or "\0" in v:
+            raise ValueError(f"attachment name {v!r} must be a plain file name (no folders)")
+        return v
+
+    @field_validator("data")
+    @classmethod
+    def _base64(cls, v: str | None) -> str | None:
+        if v is None:
+            return v
+        try:
+            raw = base64.b64decode(v, validate=True)
+        except (binascii.Error, ValueError):
+            raise ValueError("data is not base64 (give the file as source: a path beside task.yaml)") from None
+        if len(raw) > MAX_ATTACHMENT_BYTES:
+            raise ValueError(f"the file has {len(raw)} bytes, more than an attachment may ({MAX_ATTACHMENT_BYTES})")
+        return v
+
+    @model_validator(mode="after")
+    def _one_file(self) -> "Attachment":
+        if self.data is not None and self.source is not None:
+            raise ValueError("give data or source, not both")
+        return self
+
+    def content(self) -> bytes:
+        """The attached file's bytes.
+
+        Raises:
+            ValueError: ``source`` was never read into ``data`` (the spec did not come
+                through load_spec).
+        """
+        if self.source is not None:
+            raise ValueError(f"attachment {self.name!r}: source {self.source!r} was not read; load the spec with load_spec")
+        return base64.b64decode(self.data) if self.data is not None else self.text.encode()
+
+
+def _content_type(name: str, given: str = "application/octet-stream") -> str:
+    if given != "application/octet-stream":
+        return given
+    return mimetypes.guess_type(name, strict=False)[0] or given
+
+
+def store_file(store: Store, name: str, data: bytes, content_type: str = "application/octet-stream",
+               text: str = "") -> dict[str, Any]:
+    """Keep ``data`` in the files collection (once per content) and return the attachment's
+    entry on a message: name, content type, text, size and SHA-256."""
+    digest = hashlib.sha256(data).hexdigest()
+    if store.get(FILES, digest) is None:
+        store.insert(FILES, {"id": digest, "size": len(data), "data": base64.b64encode(data).decode()})
+    return {"name": name, "content_type": _content_type(name, content_type), "text": text,
+            "size": len(data), "sha256": digest}
 
 
 class Message(SeedModel):
@@ -137,7 +212,8 @@ def seed(store: Store, data: MailSeed) -> None:
             "id": rid, "mailbox": m.mailbox or data.mailboxes[0].address, "folder": m.folder,
             "thread_id": m.thread_id or rid, "from": m.from_, "to": m.to, "cc": m.cc, "bcc": m.bcc,
             "subject": m.subject, "body": m.body, "date": resolve_time(m.date, store.now), "read": m.read,
-            "attachments": [a.model_dump() for a in m.attachments], "in_reply_to": m.in_reply_to,
+            "attachments": [store_file(store, a.name, a.content(), a.content_type, a.text) for a in m.attachments],
+            "in_reply_to": m.in_reply_to,
             "labels": _merge_labels([], m.labels),
         })
 
@@ -252,44 +328,99 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
         return {**m, "thread": thread}
 
 
+    async def workspace_files(paths: list[str]) -> list[tuple[str, bytes]]:
+        """The named workspace files as ``(name, bytes)``, read as the agent."""
+        if not paths:
+            return []
+        if ctx.files is None:
+            raise ToolError("This server has no workspace to attach files from")
+        if len(paths) > MAX_ATTACHMENTS:
+            raise ToolError(f"At most {MAX_ATTACHMENTS} attachments per message; got {len(paths)}")
+        out = []
+        for path in paths:
+            rel, data = await ctx.files.read(path, MAX_ATTACHMENT_BYTES)
+            out.append((posixpath.basename(rel), data))
+        return out
+
+    def attach(files: list[tuple[str, bytes]]) -> list[dict[str, Any]]:
+        return [store_file(store, name, data) for name, data in files]
+
     @tool("mail_send", hints(open_world=True))
-    def mail_send(to: Annotated[EmailList, Field(min_length=1, description="Recipient addresses.")],
-                  subject: str, body: str, cc: Recipients = [], bcc: Recipients = [],
-                  mailbox: Box = None) -> dict:
+    async def mail_send(to: Annotated[EmailList, Field(min_length=1, description="Recipient addresses.")],
+                        subject: str, body: str, cc: Recipients = [], bcc: Recipients = [],
+                        mailbox: Box = None, attachments: Attachments = []) -> dict:
         """Send a new message; it leaves the organisation and cannot be recalled."""
-        with store.tx():
-            box = get_box(mailbox)
-            rec = create(box, "sent", "send", to=to, cc=cc, bcc=bcc, subject=subject, body=body)
-        return {"status": "sent", "message": _summary(rec)}
+        files = await workspace_files(attachments)
+
+        def send() -> dict[str, Any]:
+            with store.tx():
+                box = get_box(mailbox)
+                extra = {"attachments": attach(files)} if files else {}
+                return create(box, "sent", "send", to=to, cc=cc, bcc=bcc, subject=subject, body=body, **extra)
+        return {"status": "sent", "message": _summary(await asyncio.to_thread(send))}
 
     @tool("mail_reply", hints(open_world=True))
-    def mail_reply(message_id: MsgId, body: str,
-                   reply_all: Annotated[bool, Field(description="Also reply to every other recipient.")] = False) -> dict:
+    async def mail_reply(message_id: MsgId, body: str,
+                         reply_all: Annotated[bool, Field(description="Also reply to every other recipient.")] = False,
+                         attachments: Attachments = []) -> dict:
         """Reply to a message, in its thread; it leaves the organisation and cannot be recalled."""
-        with store.tx():
-            m = store.require("messages", message_id, "message")
-            box = get_box(m["mailbox"])
-            mine = m["from"] == box["address"]
-            to = list(m["to"]) if mine else [m["from"]]
-            cc = [a for a in m["to"] + m["cc"] if a != box["address"] and a not in to] if reply_all else []
-            subject = m["subject"] if m["subject"].lower().startswith("re:") else f"Re: {m['subject']}"
-            rec = create(box, "sent", "reply", to=to, cc=cc, subject=subject, body=body,
-                         thread_id=m["thread_id"], in_reply_to=m["id"])
-        return {"status": "sent", "message": _summary(rec)}
+        files = await workspace_files(attachments)
+
+        def reply() -> dict[str, Any]:
+            with store.tx():
+                m = store.require("messages", message_id, "message")
+                box = get_box(m["mailbox"])
+                mine = m["from"] == box["address"]
+                to = list(m["to"]) if mine else [m["from"]]
+                cc = [a for a in m["to"] + m["cc"] if a != box["address"] and a not in to] if reply_all else []
+                subject = m["subject"] if m["subject"].lower().startswith("re:") else f"Re: {m['subject']}"
+                extra = {"attachments": attach(files)} if files else {}
+                return create(box, "sent", "reply", to=to, cc=cc, subject=subject, body=body,
+                              thread_id=m["thread_id"], in_reply_to=m["id"], **extra)
+        return {"status": "sent", "message": _summary(await asyncio.to_thread(reply))}
 
     @tool("mail_forward", hints(open_world=True))
-    def mail_forward(message_id: MsgId,
-                     to: Annotated[EmailList, Field(min_length=1, description="Addresses to forward to.")],
-                     body: Annotated[str, Field(description="Note above the forwarded message.")] = "") -> dict:
+    async def mail_forward(message_id: MsgId,
+                           to: Annotated[EmailList, Field(min_length=1, description="Addresses to forward to.")],
+                           body: Annotated[str, Field(description="Note above the forwarded message.")] = "",
+                           attachments: Attachments = []) -> dict:
         """Forward a message with its attachments; it leaves the organisation and cannot be recalled."""
-        with store.tx():
-            m = store.require("messages", message_id, "message")
-            box = get_box(m["mailbox"])
-            quoted = f"{body}\n\n---------- Forwarded message ----------\nFrom: {m['from']}\nDate: {m['date']}\n" \
-                     f"Subject: {m['subject']}\n\n{m['body']}"
-            rec = create(box, "sent", "forward", to=to, subject=f"Fwd: {m['subject']}", body=quoted.lstrip("\n"),
-                         attachments=m["attachments"], thread_id=m["thread_id"], in_reply_to=m["id"])
-        return {"status": "sent", "message": _summary(rec)}
+        files = await workspace_files(attachments)
+
+        def forward() -> dict[str, Any]:
+            with store.tx():
+                m = store.require("messages", message_id, "message")
+                box = get_box(m["mailbox"])
+                quoted = f"{body}\n\n---------- Forwarded message ----------\nFrom: {m['from']}\nDate: {m['date']}\n" \
+                         f"Subject: {m['subject']}\n\n{m['body']}"
+                return create(box, "sent", "forward", to=to, subject=f"Fwd: {m['subject']}", body=quoted.lstrip("\n"),
+                              attachments=m["attachments"] + attach(files), thread_id=m["thread_id"],
+                              in_reply_to=m["id"])
+        return {"status": "sent", "message": _summary(await asyncio.to_thread(forward))}
+
+    @tool("mail_save_attachment", hints())
+    async def mail_save_attachment(
+        message_id: MsgId,
+        name: Annotated[str, Field(description="The attachment's file name, as mail_read lists it.")],
+        path: Annotated[str, Field(description="Where to save it, relative to /workspace or absolute.")],
+        overwrite: Annotated[bool, Field(description="Replace a file already at path.")] = False,
+    ) -> dict:
+        """Save a message's attachment as a file in the workspace (then read it with read_document or read_file)."""
+        def find() -> tuple[dict[str, Any], bytes]:
+            with store.tx():
+                m = store.require("messages", message_id, "message")
+                entry = next((a for a in m["attachments"] if a["name"] == name), None)
+                if entry is None:
+                    names = ", ".join(repr(a["name"]) for a in m["attachments"]) or "none"
+                    raise ToolError(f"Message {message_id!r} has no attachment {name!r}; its attachments: {names}")
+                blob = store.get(FILES, entry.get("sha256", ""))
+            data = base64.b64decode(blob["data"]) if blob else entry.get("text", "").encode()
+            return entry, data
+        if ctx.files is None:
+            raise ToolError("This server has no workspace to save attachments into")
+        entry, data = await asyncio.to_thread(find)
+        rel = await ctx.files.write(path, data, overwrite)
+        return {"path": rel, "name": entry["name"], "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
     @tool("mail_draft", hints())
     def mail_draft(to: Recipients = [], subject: str = "", body: str = "", cc: Recipients = [],

@@ -11,7 +11,7 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
     "mail": (
         "mail_list_folders", "mail_list_messages", "mail_search", "mail_read", "mail_send",
         "mail_reply", "mail_forward", "mail_draft", "mail_move", "mail_delete", "mail_mark_read",
-        "mail_label",
+        "mail_label", "mail_save_attachment",
     ),
     "calendar": (
         "calendar_list_calendars", "calendar_list_events", "calendar_get_event",

@@ -400,14 +400,14 @@ class NoExternalRecipients(_Check):
     """Count unsent drafts as sent."""
 
 
-class Fact(_Frozen):
+class Statement(_Frozen):
     """A statement to find in the agent's text: ``text`` (a substring) or ``regex``."""
 
     text: str | None = None
     regex: Pattern | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "Fact":
+    def _one(self) -> "Statement":
         if (self.text is None) == (self.regex is None):
             raise ValueError("a fact is text or regex")
         return self
@@ -415,6 +415,23 @@ class Fact(_Frozen):
 
 def _as_fact(v: Any) -> Any:
     return {"text": v} if isinstance(v, str) else v
+
+
+#: In a spec a bare string means ``{text: ...}``; the schema says so too.
+Statements = list[Annotated[Statement, BeforeValidator(_as_fact),
+                            WithJsonSchema({"anyOf": [Statement.model_json_schema(), {"type": "string"}]})]]
+
+
+class Fact(Statement):
+    """A statement the text must make; ``label`` and ``distractors`` make a reply that hedges
+    (states the fact beside other candidates for the same asked value) fail."""
+
+    label: Pattern | None = None
+    """Where the value is stated: the fact must be in a *slot*, the rest of a line after a
+    match of this pattern (``^`` and ``$`` match at line ends), e.g. ``'^\\W*retention\\b'``."""
+    distractors: Statements = []
+    """Wrong candidates for the same asked value (the stale 180 days beside the current 30):
+    the check fails when the text states one, in a slot when ``label`` is given, else anywhere."""
 
 
 #: In a spec a bare string means ``{text: ...}``; the schema says so too.
@@ -427,6 +444,14 @@ class NumberFact(_Frozen):
 
     value: float
     tolerance: float = Field(default=0.0, ge=0)
+    label: Pattern | None = None
+    """Where the value is stated: a *slot* is the rest of a line after a match of this pattern
+    (``^`` and ``$`` match at line ends). The value must be in a slot, and a slot that states
+    numbers but not this one states another candidate: the check fails."""
+    distractors: list[float] = []
+    """Wrong candidates for the same asked value (the total with a lost deal counted): the
+    check fails when the text states one (within ``tolerance``), in a slot when ``label`` is
+    given, else anywhere."""
 
 
 class Answer(_Check):
@@ -441,14 +466,22 @@ class Answer(_Check):
     all_of: Facts = []
     """Facts the text must state, each a substring (a bare string) or ``{regex: ...}``."""
     none_of: Facts = []
-    """Statements the text must not make (forbidden claims, leaked secrets)."""
+    """Statements the agent must not make (forbidden claims, leaked secrets): read in every
+    message the agent wrote (up to the turn a scoped check stands for), whatever ``scope``."""
     regex: Pattern | None = None
     """A regular expression (RE2) that must find a match."""
     numbers: list[NumberFact] = []
     """Numbers the text must state (within ``tolerance``)."""
     structured: Matchers | None = None
     """A structured answer: the first JSON object in the text (a fenced ```json block or a
-    bare ``{...}``) must have these fields (dotted names reach inside)."""
+    bare ``{...}``) that gives one of these fields must have them all (dotted names reach
+    inside), and every other object that gives one must give it the same answer."""
+    list_match: Literal["set", "sequence", "any"] = "set"
+    """How ``structured`` reads a list in the reply. ``set``: ``equals: [a, b]`` needs the
+    same items in any order, and any other matcher matches a list only when it holds exactly
+    one item, which matches. ``sequence``: like ``set``, but ``equals`` lists compare in
+    order. ``any``: a list matches when the whole list or any one item does (a reply that
+    lists every candidate passes)."""
     ignore_case: bool = True
     """Compare text case-insensitively."""
 
@@ -457,6 +490,8 @@ class Answer(_Check):
         if not (self.contains or self.all_of or self.none_of or self.regex or self.numbers or self.structured):
             raise ValueError("an answer check needs at least one of contains, all_of, none_of, regex, numbers, "
                              "structured")
+        if any(f.label is not None or f.distractors for f in self.none_of):
+            raise ValueError("none_of: label and distractors belong to all_of facts (what the text must state)")
         return self
 
 
@@ -487,6 +522,108 @@ class DistinctCount(_Check):
         records = self.service is not None and self.collection is not None and self.field is not None
         if calls == records:
             raise ValueError("give tool and arg, or service, collection and field")
+        return self
+
+
+class AttachmentRef(_Frozen):
+    """A file attached to a mail message, judged instead of a workspace file."""
+
+    name: str = Field(min_length=1)
+    """The attachment's file name, or a shell-style pattern of it (``variance*.xlsx``); any case."""
+    where: Matchers = {}
+    """Field matchers the message must satisfy (``to``, ``subject``, ...), as in record checks."""
+    folder: str | None = "sent"
+    """Only messages in this folder (null: any folder)."""
+    only: list[Literal["created", "updated"]] = ["created"]
+    """Only messages the episode created (the default) or updated; [] for every message."""
+
+
+class _OfficeCheck(_Check):
+    path: WsPath | None = None
+    """The workspace file. Give this or ``attachment``."""
+    attachment: AttachmentRef | None = None
+    """A file attached to a mail message instead: the check holds when some matching
+    message's attachment satisfies it."""
+
+    @model_validator(mode="after")
+    def _one_file(self) -> "_OfficeCheck":
+        if (self.path is None) == (self.attachment is None):
+            raise ValueError("give exactly one of path or attachment")
+        return self
+
+
+#: One value's matcher where a bare value means ``{equals: value}``.
+ValueMatcher = Annotated[ArgMatcher, BeforeValidator(_as_matcher)]
+
+
+class XlsxCell(_OfficeCheck):
+    """A cell (or every / any cell of a range) of an xlsx sheet holds the expected value. Formula
+    cells are judged by their value: the file's cached result, else the one cowork computes for
+    the formula (services.office_text.Evaluator); ``formula`` can require the formula itself."""
+    type: Literal["xlsx_cell"]
+    sheet: str | None = None
+    """Sheet name (any case); default the first sheet."""
+    cell: str = Field(pattern=r"^\$?[A-Za-z]{1,3}\$?[1-9]\d*(:\$?[A-Za-z]{1,3}\$?[1-9]\d*)?$")
+    """A cell (``D4``) or a range (``B2:B9``)."""
+    value: ValueMatcher | None = None
+    """The expected value (a bare value means equals; numbers within ``tolerance``), or a
+    matcher (contains, regex, one_of, absent...). Dates compare as ``YYYY-MM-DD`` text."""
+    values: list[list[Any]] | None = None
+    """For a range: the expected values row by row (numbers within ``tolerance``)."""
+    tolerance: float = Field(default=0.0, ge=0)
+    """Allowed absolute difference for numbers (for ``values``, and a bare ``value``)."""
+    mode: Literal["all", "any"] = "all"
+    """For a range with ``value``: every cell must match, or at least one."""
+    formula: ValueMatcher | None = None
+    """The cell's formula (``=SUM(B2:B9)``) must match this; a cell without one fails."""
+
+    @model_validator(mode="after")
+    def _expected(self) -> "XlsxCell":
+        if self.value is None and self.values is None and self.formula is None:
+            raise ValueError("give value, values or formula")
+        if self.values is not None and (self.value is not None or ":" not in self.cell):
+            raise ValueError("values is for a range (cell: B2:C5), instead of value")
+        return self
+
+
+class DocxContains(_OfficeCheck):
+    """A Word document holds text, a heading and/or a table row. Every part given must hold."""
+    type: Literal["docx_contains"]
+    text: str | None = None
+    """Text found in the document's headings, paragraphs or table cells (spaces collapsed)."""
+    regex: Pattern | None = None
+    """A regular expression (RE2) that finds a match in that text."""
+    heading: str | None = None
+    """A heading containing this."""
+    row: list[str] | None = Field(default=None, min_length=1)
+    """A table row holding each of these values as one of its cells, in this order (spaces
+    trimmed; numbers compared as numbers)."""
+    ignore_case: bool = True
+    """Compare text case-insensitively."""
+
+    @model_validator(mode="after")
+    def _something(self) -> "DocxContains":
+        if self.text is None and self.regex is None and self.heading is None and self.row is None:
+            raise ValueError("give text, regex, heading or row")
+        return self
+
+
+class PdfText(_OfficeCheck):
+    """A page of a PDF (or any page) holds text or matches a regular expression."""
+    type: Literal["pdf_text"]
+    page: int | None = Field(default=None, ge=1)
+    """1-based page number; default any page."""
+    contains: str | None = None
+    """Text on the page (whitespace and line breaks collapsed to single spaces on both sides)."""
+    regex: Pattern | None = None
+    """A regular expression (RE2) that finds a match in the page's text."""
+    ignore_case: bool = True
+    """Compare text case-insensitively."""
+
+    @model_validator(mode="after")
+    def _something(self) -> "PdfText":
+        if self.contains is None and self.regex is None:
+            raise ValueError("give contains or regex")
         return self
 
 
@@ -540,7 +677,8 @@ Check = Annotated[
           PathUnchanged, WritesWithin, NoDeletions, ToolCalled, ToolNotCalled, ToolCallCount, CallOrder,
           ShellMatches, ShellForbidden, DestructiveToolNotUsed, Judge, Verifier, Plugin,
           RecordExists, RecordAbsent, RecordCount, NoRecordCreated, RecordUnchanged, FieldChanged,
-          NoExternalRecipients, Answer, DistinctCount, AllOf, AnyOf, AtLeast, Not, Tiers],
+          NoExternalRecipients, Answer, DistinctCount, XlsxCell, DocxContains, PdfText,
+          AllOf, AnyOf, AtLeast, Not, Tiers],
     Field(discriminator="type"),
 ]
 

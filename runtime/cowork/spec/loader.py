@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import os
 import posixpath
 from collections.abc import Sequence
@@ -232,6 +233,7 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         raise SpecError(f"{shown}:1: (top level): expected a mapping of spec fields")
 
     problems = _duplicates(data, where, shown) + _service_files(data, file.parent, where, shown)
+    problems += _attachment_files(data, file.parent, where, shown)
     if not problems:
         try:
             spec = TaskSpec.model_validate(data)
@@ -267,6 +269,29 @@ def _service_files(data: dict, root: Path, where, shown: str) -> list[str]:
             mark = getattr(exc, "problem_mark", None)
             problems.append(f"{shown}:{where(loc)}: {_field(loc)}: seed file {value}"
                             f"{f' line {mark.line + 1}' if mark else ''}: {getattr(exc, 'problem', exc)}")
+    return problems
+
+
+def _attachment_files(data: dict, root: Path, where, shown: str) -> list[str]:
+    """Read each mail attachment's ``source`` (a file beside task.yaml) into its base64 ``data``,
+    so the seed that goes into the task image carries the file itself."""
+    mail = (data.get("services") or {}).get("mail") if isinstance(data.get("services"), dict) else None
+    messages = mail.get("messages") if isinstance(mail, dict) else None
+    if not isinstance(messages, list):
+        return []
+    problems = []
+    for i, msg in enumerate(messages):
+        attachments = msg.get("attachments") if isinstance(msg, dict) else None
+        for j, att in enumerate(attachments if isinstance(attachments, list) else []):
+            if not isinstance(att, dict) or not isinstance(att.get("source"), str) or "data" in att:
+                continue  # a wrong shape or both fields: the model's validation says so
+            loc = ("services", "mail", "messages", i, "attachments", j, "source")
+            path = (root / att["source"]).resolve()
+            if not path.is_relative_to(root.resolve()) or not path.is_file():
+                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: file {att['source']!r} not found in the task folder")
+                continue
+            att["data"] = base64.b64encode(path.read_bytes()).decode()
+            del att["source"]
     return problems
 
 

@@ -35,7 +35,8 @@ class WorkspaceFile(_Frozen):
     content: str | None = None
     """Inline text content. Omit to take the file from ``dir`` under the same path."""
     source: str | None = None
-    """A file beside task.yaml to copy, instead of inline content."""
+    """A file beside task.yaml to copy byte for byte, instead of inline content: any file,
+    binary ones too (an xlsx, docx or pdf from cowork.synth.office)."""
     mode: str = "0644"
     """Octal permission bits, e.g. "0644" or "0400"."""
     owner: Literal["agent", "root"] = "agent"

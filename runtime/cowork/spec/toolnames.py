@@ -1,4 +1,5 @@
-"""Tool names a spec may use: the workspace tools, the optional ``python`` tool and every service's tools."""
+"""Tool names a spec may use: the workspace tools, the optional ``python`` and ``read_document``
+tools and every service's tools."""
 
 from __future__ import annotations
 
@@ -6,13 +7,13 @@ from typing import Annotated
 
 from pydantic import AfterValidator
 
-from ..formats import PYTHON_TOOL, WORKSPACE_TOOLS
+from ..formats import DOCUMENT_TOOL, PYTHON_TOOL, WORKSPACE_TOOLS
 from ..services.names import SERVICE_TOOLS
 
 
 def known_tools() -> tuple[str, ...]:
     """Every tool name a spec may allow."""
-    return tuple(WORKSPACE_TOOLS) + (PYTHON_TOOL,) + tuple(t for tools in SERVICE_TOOLS.values() for t in tools)
+    return tuple(WORKSPACE_TOOLS) + (PYTHON_TOOL, DOCUMENT_TOOL) + tuple(t for tools in SERVICE_TOOLS.values() for t in tools)
 
 
 def _tool_name(name: str) -> str:

@@ -25,6 +25,7 @@ from contextvars import ContextVar
 from typing import Any, Callable
 
 from ...formats import (
+    DOCUMENT_TOOL,
     GENESIS_HASH,
     PYTHON_TOOL,
     WORKSPACE_TOOLS,
@@ -416,4 +417,4 @@ def _catalogue() -> frozenset[str]:
     """Every tool name a task may allow (the workspace tools, ``python`` and every service's)."""
     from ...services.names import SERVICE_TOOLS
 
-    return frozenset((*WORKSPACE_TOOLS, PYTHON_TOOL)).union(*SERVICE_TOOLS.values())
+    return frozenset((*WORKSPACE_TOOLS, PYTHON_TOOL, DOCUMENT_TOOL)).union(*SERVICE_TOOLS.values())
