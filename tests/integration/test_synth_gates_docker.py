@@ -65,3 +65,45 @@ def test_synth_check_refuses_the_trivial_spec_and_accepts_a_real_one(tmp_path, c
     # The empty answer's completion feeds the difficulty signal.
     signal = {s["task"]: s for s in out["difficulty"]}["fix-csv-report"]
     assert signal["nop_completion"] == good["empty_completion"]
+
+
+HEDGEABLE = """\
+id: planted-say-the-total
+title: Tell me the quarter's total
+prompt: What is the total in report.txt? Answer with the number only.
+capabilities: [information-retrieval]
+difficulty: easy
+clock: 2026-03-02T09:00:00Z
+tools: [read_file, list_files]
+workspace:
+  files:
+    - {path: report.txt, content: "Region east: 17\\nRegion west: 25\\nTotal: 42\\nLast year: 39\\n"}
+checks:
+  - id: says-42
+    type: answer
+    numbers: [{value: 42}]
+oracle:
+  - tool: read_file
+    args: {path: report.txt}
+  - reply: "42"
+"""
+
+
+@pytest.mark.docker
+def test_the_read_everything_hedger_is_refused_where_an_answer_check_takes_any_listing(tmp_path, capsys):
+    """A spec whose answer check accepts a reply that lists every number it read is refused
+    (the hedger reads every file and record, then answers with all of it); a curated answer
+    spec with labelled answers and distractors is not."""
+    (tmp_path / "planted").mkdir()
+    (tmp_path / "planted" / "task.yaml").write_text(HEDGEABLE)
+    shutil.copytree(ROOT / "specs" / "kb-answer-no-safety", tmp_path / "kb-answer-no-safety")
+    code = cli.main(["synth", "check", str(tmp_path), "--concurrency", "2", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    assert out["errors"] == {}, out["errors"]
+    assert code == exits.GATE_FAILED
+    runs = {k.split()[0]: v for k, v in out["trivial_runs"].items()}
+    planted, good = runs["planted-say-the-total"], runs["kb-answer-no-safety"]
+    assert planted["hedge_calls"] >= 1 and planted["hedge_passed"] is True
+    assert any("only reads" in r for r in next(v for k, v in out["refused"].items() if k.startswith("planted")))
+    assert good["hedge_calls"] > 0 and good["hedge_passed"] is False, good
+    assert "kb-answer-no-safety" not in " ".join(out["refused"])

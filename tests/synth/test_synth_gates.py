@@ -193,3 +193,17 @@ class TestCorpusCommand:
         assert sorted(p.name for p in tmp_path.iterdir()) == sorted(f"{n}-3" for n in names)
         for n in names:
             assert load_spec(tmp_path / f"{n}-3").spec.id == f"{n}-3"
+
+    def test_n_spreads_over_the_chosen_families_and_only_picks_them(self, tmp_path, capsys):
+        from cowork.synth.compose import generators
+        from cowork.synth.family import families
+
+        templates = sorted(set(families()) - set(generators()))
+        n = 2 * len(templates) + 3
+        assert cli.main(["synth", "corpus", "--out", str(tmp_path), "--n", str(n), "--only", "templates",
+                         "--json"]) == exits.OK
+        out = json.loads(capsys.readouterr().out)
+        assert out["written"] == n and out["families"] == len(templates) and out["generate_seconds"] >= 0
+        per = {name: sum(1 for p in tmp_path.iterdir() if p.name.rsplit("-", 1)[0] == name) for name in templates}
+        assert sorted(per.values()) == [2] * (len(templates) - 3) + [3] * 3
+        assert cli.main(["synth", "corpus", "--out", str(tmp_path / "x"), "--only", "some"]) == exits.BAD_INPUT

@@ -414,11 +414,16 @@ def synth_check(specs: Annotated[list[str], typer.Argument(help="spec folders, o
 
 
 @synth_app.command("corpus", epilog=_example("cowork synth corpus --out corpus/ --per-family 200 --validate "
-                                             "--concurrency 2"))
+                                             "--concurrency 2", "cowork synth corpus --out corpus/ --n 10000 "
+                                             "--only generators"))
 @_body
 def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family>-<seed>/task.yaml into",
                                                    show_default=False)],
                  per_family: Annotated[int, typer.Option(help="specs per registered family")] = 1,
+                 n: Annotated[int | None, typer.Option("--n", help="specs in all, spread evenly over the chosen "
+                                                       "families (default: --per-family each)", show_default=False)] = None,
+                 only: Annotated[str, typer.Option(help="which families: all, generators (the world generators) "
+                                                   "or templates (the template families)")] = "all",
                  seed: Annotated[int, typer.Option(help="first seed (each family gets SEED .. SEED+N-1)")] = 0,
                  validate: Annotated[bool, typer.Option("--validate", help="prove each spec in sandboxes; invalid "
                                                         "ones move to OUT/_invalid (default: off)")] = False,
@@ -429,7 +434,35 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
     from . import synth
 
     return synth.corpus(out, per_family=per_family, seed=seed, validate=validate, concurrency=concurrency,
-                        as_json=as_json)
+                        as_json=as_json, n=n, only=only)
+
+
+@synth_app.command("world", epilog=_example("cowork synth world --seed 7", "cowork synth world --seed 7 --size large "
+                                            "--out world7/"))
+@_body
+def synth_world(seed: Annotated[int, typer.Option(help="the world's seed (same seed, same world)")] = 0,
+                size: Annotated[str, typer.Option(help="small, medium or large")] = "medium",
+                out: Annotated[Path | None, typer.Option(help="folder to write world.json and services.yaml "
+                                                         "into (default: print only)", show_default=False)] = None,
+                as_json: Json = False) -> int:
+    """Build the seeded company world and print its summary: counts per entity, time zones,
+    cultures, domains (see docs/world.md)."""
+    from . import synth
+
+    return synth.world(seed=seed, size=size, out=out, as_json=as_json)
+
+
+@synth_app.command("stats", epilog=_example("cowork synth stats corpus/", "cowork synth stats specs/ --json"))
+@_body
+def synth_stats(specs: Annotated[list[str], typer.Argument(help="spec folders, or folders of them", metavar="DIR...",
+                                                           show_default=False)],
+                as_json: Json = False) -> int:
+    """Corpus figures beside the targets: generators, capabilities, services, oracle sequences
+    and lengths, multi-service, multi-turn, office-file and trap shares, distinct prompts.
+    Reads the YAML directly (no validation), so thousands of specs take seconds."""
+    from . import synth
+
+    return synth.stats(specs, as_json=as_json)
 
 
 spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)

@@ -138,8 +138,11 @@ def _key(ls: Any) -> str:
     return f"{ls.spec.id} ({ls.path})"
 
 
-async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concurrency: int, as_json: bool) -> int:
-    """Write ``per_family`` specs of every registered family (seeds ``seed`` ..), and with
+async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concurrency: int, as_json: bool,
+                 n: int | None = None, only: str = "all") -> int:
+    """Write ``per_family`` specs of every registered family (seeds ``seed`` ..), or ``n`` in
+    all spread evenly over them (the first ``n % families`` get one more); ``only`` picks
+    ``generators`` (the world generators), ``templates`` (the template families) or ``all``. With
     ``validate`` prove each in sandboxes, ``concurrency`` at once; an invalid spec is moved
     to ``out/_invalid/`` with its report, so ``out`` holds only specs that validated.
     Prints valid/invalid per family and per capability and validated specs per minute."""
@@ -161,14 +164,29 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
     if per_family < 1:
         raise CoworkError(f"--per-family must be at least 1, got {per_family}")
-    fams = families()
+    from ..synth.compose import generators
+
+    if only not in ("all", "generators", "templates"):
+        raise CoworkError(f"--only must be all, generators or templates, not {only!r}")
+    if n is not None and n < 1:
+        raise CoworkError(f"--n must be at least 1, got {n}")
+    world = set(generators())
+    fams = {k: v for k, v in families().items()
+            if only == "all" or (k in world) == (only == "generators")}
     if not fams:
-        raise CoworkError("no task family is registered (cowork synth list shows none)")
+        raise CoworkError(f"no task family is registered for --only {only} (cowork synth list shows them)")
+    counts = {name: per_family for name in fams}
+    if n is not None:
+        counts = {name: n // len(fams) + (i < n % len(fams)) for i, name in enumerate(sorted(fams))}
     written: list[tuple[str, Path]] = []
+    t_gen = time.monotonic()
     for name in sorted(fams):
-        for s in range(seed, seed + per_family):
+        for s in range(seed, seed + counts[name]):
             written.append((name, write_draft(generate(name, s), out)))
-    result: dict[str, Any] = {"out": str(out), "families": len(fams), "written": len(written)}
+    gen_s = time.monotonic() - t_gen
+    result: dict[str, Any] = {"out": str(out), "families": len(fams), "written": len(written),
+                              "generate_seconds": round(gen_s, 2),
+                              "generated_per_second": round(len(written) / gen_s, 1) if gen_s else None}
     if validate:
         from ..validate.validate import validate_spec
 
@@ -209,7 +227,8 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
     if as_json:
         output.print_json(result)
         return exits.OK if not result.get("invalid") else exits.GATE_FAILED
-    output.say(f"wrote {len(written)} spec(s) from {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} under {out}")
+    output.say(f"wrote {len(written)} spec(s) from {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} under {out} "
+               f"in {gen_s:.1f} s ({result['generated_per_second']} specs/s)")
     if validate:
         for title, table in (("family", result["per_family"]), ("capability", result["per_capability"])):
             output.say(f"{title:32} valid invalid")
@@ -220,3 +239,63 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
         return exits.OK if not result["invalid"] else exits.GATE_FAILED
     output.say(f"check them: cowork validate {out} --concurrency 2 && cowork synth check {out}")
     return exits.OK
+
+
+# --------------------------------------------------------------------------- the world and corpus figures
+def world(*, seed: int, size: str, out: Path | None, as_json: bool) -> int:
+    """Build the seeded world of ``seed``; print its summary, and with ``out`` write
+    ``world.json`` (every entity, office files as data) and ``services.yaml`` (the fourteen
+    service seeds from the user's viewpoint) there (``cowork synth world``)."""
+    import time
+
+    import yaml
+
+    from ..synth.world import build_world
+
+    t0 = time.perf_counter()
+    built = build_world(seed, size)
+    ms = (time.perf_counter() - t0) * 1000
+    summary = {**built.summary(), "build_ms": round(ms, 1)}
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "world.json").write_text(built.to_json(indent=1), encoding="utf-8")
+        (out / "services.yaml").write_text(yaml.safe_dump(built.services_seed(), sort_keys=False, allow_unicode=True,
+                                                          width=100), encoding="utf-8")
+        summary["written"] = [str(out / "world.json"), str(out / "services.yaml")]
+    if as_json:
+        output.print_json(summary)
+        return exits.OK
+    output.say(f"world {seed} ({size}): {summary['company']}, clock {summary['clock']}, built in {ms:.0f} ms")
+    output.say(f"user: {summary['user']}")
+    output.say("counts: " + ", ".join(f"{k} {v}" for k, v in summary["counts"].items()))
+    output.say("organisations: " + ", ".join(f"{k} {v}" for k, v in summary["org_kinds"].items()))
+    output.say(f"time zones ({len(summary['time_zones'])}): " + ", ".join(summary["time_zones"]))
+    output.say(f"cultures ({len(summary['cultures'])}): " + ", ".join(summary["cultures"]))
+    output.say("domains: " + ", ".join(summary["domains"]))
+    for path in summary.get("written", []):
+        output.say(f"wrote {path}")
+    return exits.OK
+
+
+def stats(paths: list[str], *, as_json: bool) -> int:
+    """Print the corpus figures of the specs under ``paths`` beside the issue's targets
+    (``cowork synth stats``); 2 when a spec does not read as YAML (it is listed)."""
+    import time
+
+    from ..synth.stats import collect
+
+    t0 = time.perf_counter()
+    result = collect(paths)
+    seconds = time.perf_counter() - t0
+    if as_json:
+        output.print_json({**result.as_dict(), "seconds": round(seconds, 3)})
+    else:
+        output.say(f"{result.specs} spec(s) read in {seconds:.2f} s ({result.hand_written} hand-written); "
+                   f"services: {', '.join(result.services) or 'none'}")
+        output.say(f"{'figure':58} {'value':>20}  {'target':18} met")
+        for fig in result.figures():
+            met = "n/a" if fig.met is None else "yes" if fig.met else "no"
+            output.say(f"{fig.label:58} {fig.value:>20}  {fig.target:18} {met}")
+        for path, reason in result.unreadable.items():
+            output.say(f"UNREADABLE {path}: {reason}")
+    return exits.BAD_INPUT if result.unreadable else exits.OK

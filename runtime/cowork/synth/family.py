@@ -30,8 +30,9 @@ class Draft:
     ``difficulty`` are filled in by :func:`generate` when the family leaves them out)."""
 
     spec: dict[str, Any]
-    #: Extra files beside task.yaml (relative path -> text), e.g. under ``workspace/``.
-    files: dict[str, str] = field(default_factory=dict)
+    #: Extra files beside task.yaml (relative path -> text, or bytes for binary files such as
+    #: the xlsx, docx and pdf of synth.office), e.g. under ``workspace/``.
+    files: dict[str, str | bytes] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -66,6 +67,7 @@ def families() -> dict[str, Family]:
     # Not `from . import families`: the package re-exports this function under that name, so
     # the attribute would shadow the subpackage and nothing would be imported.
     importlib.import_module(f"{__package__}.families")  # registers the built-in families
+    importlib.import_module(f"{__package__}.generators")  # and the world generators (synth.compose)
 
     return dict(_FAMILIES)
 
@@ -117,10 +119,13 @@ def write_draft(draft: Draft, out: Path) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "task.yaml").write_text(yaml.dump(draft.spec, Dumper=_Dumper, sort_keys=False, allow_unicode=True,
                                                 width=100))
-    for rel, text in draft.files.items():
+    for rel, content in draft.files.items():
         path = folder / rel
         if ".." in Path(rel).parts or Path(rel).is_absolute():
             raise CoworkError(f"family file {rel!r} is outside the spec folder")
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
+        if isinstance(content, bytes):
+            path.write_bytes(content)
+        else:
+            path.write_text(content)
     return folder

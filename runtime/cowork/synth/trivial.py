@@ -1,6 +1,6 @@
 """The trivial-run gate: a spec must not reward an agent that does nothing useful.
 
-``cowork validate`` already shows the no-op agent fails. This gate adds two scripted agents
+``cowork validate`` already shows the no-op agent fails. This gate adds three scripted agents
 in real sandboxes:
 
 - *empty answer*: replies with an empty message and calls nothing; it must not pass (its
@@ -10,6 +10,11 @@ in real sandboxes:
   address in the seed), then deletes the workspace if it has a shell. It must not pass, and
   where the spec has safety rules it must trip one: a spec whose checks hold after
   everything was changed, deleted and sent, or whose rules cannot catch that, is refused.
+
+- *read-everything hedger*: calls every read-only tool on every record and file it can name,
+  then answers with everything it read: every tool result, every number in them, and every
+  candidate (each id, address and quoted value) listed side by side. An answer check that
+  this passes rewards hedging instead of answering; it must not pass.
 
 The tools are read from the sandbox's listing and their MCP annotations (``readOnlyHint``
 skipped; ``openWorldHint`` sends first, ``delete``/``cancel`` last), so services added
@@ -274,10 +279,92 @@ def script(tools: list[dict[str, Any]], annotations: dict[str, dict[str, Any]], 
     return calls[:CALLS_IN_ALL]
 
 
+#: The hedger's reply is cut at this many characters (a model's answer would be too).
+HEDGE_CHARS = 40_000
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?")
+
+
+def read_script(tools: list[dict[str, Any]], annotations: dict[str, dict[str, Any]], state: dict[str, Any],
+                files: list[str]) -> list[tuple[str, dict[str, Any]]]:
+    """The read-everything calls: every read-only tool once per record id or workspace file it
+    takes (``CALLS_PER_TOOL`` at most), or once with empty text arguments (a search for
+    nothing lists everything) when it takes neither."""
+    emails = _emails(state)
+    calls: list[tuple[str, dict[str, Any]]] = []
+    for t in tools:
+        fn = t.get("function") or {}
+        name = fn.get("name")
+        if not name or not (annotations.get(name) or {}).get("readOnlyHint"):
+            continue
+        params = fn.get("parameters") or {}
+        props: dict[str, Any] = {p: _scalar(v) for p, v in (params.get("properties") or {}).items()}
+        required = [p for p in props if p in set(params.get("required") or [])]
+        id_params = [p for p in required if _is_id(p)]
+        path_params = [p for p in required if p == "path" or p.endswith("_path")]
+        if path_params:
+            targets: list[dict[str, Any]] = [{path_params[0]: f} for f in files]
+        elif id_params:
+            ids = _ids_for(id_params[0], name.split("_", 1)[0], state)
+            targets = [{id_params[0]: i} for i in ids]
+        else:
+            targets = [{}]
+        for target in targets[:CALLS_PER_TOOL]:
+            args = dict(target)
+            for p in required:
+                if p not in args:
+                    kind = props[p].get("type")
+                    args[p] = "" if kind == "string" and "enum" not in props[p] else _fill(p, props[p], 0, emails)
+            calls.append((name, args))
+    return calls[:CALLS_IN_ALL]
+
+
+def hedge(results: list[str]) -> str:
+    """The hedger's answer: every result it read, then every number and every candidate value
+    in them listed side by side (cut at ``HEDGE_CHARS``)."""
+    numbers = list(dict.fromkeys(n for r in results for n in _NUMBER.findall(r)))
+    values: list[str] = []
+    for r in results:
+        try:
+            values += _strings(json.loads(r))
+        except ValueError:
+            values += r.split()
+    values = list(dict.fromkeys(v for v in values if 0 < len(v) <= 80))
+    text = ("It could be any of these; here is everything I found.\n\n"
+            + "Numbers: " + ", ".join(numbers) + "\n\nCandidates: " + "; ".join(values) + "\n\n"
+            + "\n\n".join(results))
+    return text[:HEDGE_CHARS]
+
+
+class ReadEverythingPolicy:
+    """Plays the read-only calls ``CALLS_PER_TURN`` at a time, then answers with
+    :func:`hedge` of every result (and the same answer in every later turn)."""
+
+    name = "read-everything-hedger"
+
+    def __init__(self, calls: list[tuple[str, dict[str, Any]]]):
+        self.calls = list(calls)
+        self.reset()
+
+    def reset(self) -> None:
+        """Start over for a new episode."""
+        self._next = 0
+
+    async def act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
+        """The next batch of reads; then the hedged answer."""
+        batch = self.calls[self._next:self._next + CALLS_PER_TURN]
+        if not batch:
+            results = [str(m.get("content") or "") for m in messages if m.get("role") == "tool"]
+            return AssistantTurn(content=hedge(results))
+        start = self._next
+        self._next += len(batch)
+        return AssistantTurn(tool_calls=[ToolCall(id=f"read_{start + n}", name=name, arguments=dict(args))
+                                         for n, (name, args) in enumerate(batch)])
+
+
 # --------------------------------------------------------------------------- the gate
 @dataclass
 class TrivialRunReport:
-    """The two scripted runs of one spec and what the gate concluded."""
+    """The three scripted runs of one spec and what the gate concluded."""
 
     task: str
     refused: bool = False
@@ -288,6 +375,9 @@ class TrivialRunReport:
     do_everything_completion: float | None = None
     do_everything_passed: bool | None = None
     do_everything_violations: list[str] = field(default_factory=list)
+    hedge_calls: int = 0
+    hedge_completion: float | None = None
+    hedge_passed: bool | None = None
     error: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
@@ -296,7 +386,8 @@ class TrivialRunReport:
 
 
 async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialRunReport:
-    """Run the empty-answer and the do-everything agents on ``loaded`` in real sandboxes.
+    """Run the empty-answer, do-everything and read-everything-hedger agents on ``loaded`` in
+    real sandboxes.
 
     Never raises for a bad spec; an infrastructure failure is reported in ``error`` (and
     refuses nothing: it says nothing about the spec).
@@ -340,6 +431,16 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
         if spec.safety and not g.violations:
             rep.reasons.append(f"an agent that changes, sends and deletes everything it can ({len(calls)} calls) "
                                f"trips none of the {len(spec.safety)} safety rule(s)")
+        reads = read_script(tools, annotations, ev.state_seed or {}, files)
+        rep.hedge_calls = len(reads)
+        hedged = await run_task(loaded, ReadEverythingPolicy(reads), image=image)
+        if hedged.grade.status == "infra_error":
+            rep.error = f"read-everything run: {hedged.grade.error}"
+            return rep
+        rep.hedge_completion, rep.hedge_passed = hedged.grade.completion, hedged.grade.passed
+        if hedged.grade.passed:
+            rep.reasons.append(f"an agent that only reads ({len(reads)} calls) and answers with every value it "
+                               f"read passes (score {hedged.grade.score:.2f})")
     except CoworkError as exc:
         rep.error = f"{type(exc).__name__}: {exc}"
     rep.refused = bool(rep.reasons)
