@@ -14,6 +14,7 @@ from ..agents.base import AssistantTurn, Policy, ToolCall, mcp_tool_to_openai
 from ..errors import CoworkError, PolicyError, SandboxError
 from ..evidence import Evidence
 from ..grading import Grade, grade
+from ..grading.checks import STATE_CHECK_TYPES, WORKSPACE_CHECK_TYPES
 from ..sandbox.sandbox import Sandbox
 from ..spec.loader import LoadedSpec, load_spec
 from .trajectory import StepRecord, Trajectory
@@ -327,13 +328,8 @@ def _with_turns(traj: Trajectory, ev: Evidence) -> Evidence:
     return ev
 
 
-#: Check types that read the final workspace / the final service state (the office checks read
-#: a workspace file or a mail attachment: either).
-_OFFICE_CHECKS = {"xlsx_cell", "docx_contains", "pdf_text"}
-_WORKSPACE_CHECKS = {"file_exists", "file_absent", "file_contains", "file_regex", "json_equals", "csv_cell_equals",
-                     "line_count", "path_unchanged", "writes_within", "no_deletions", "verifier", *_OFFICE_CHECKS}
-_STATE_CHECKS = {"record_exists", "record_absent", "record_count", "no_record_created", "record_unchanged",
-                 "field_changed", "no_external_recipients", *_OFFICE_CHECKS}
+_WORKSPACE_CHECKS = WORKSPACE_CHECK_TYPES
+_STATE_CHECKS = STATE_CHECK_TYPES
 
 
 def policy_error_grade(g: Grade, cause: str) -> Grade:

@@ -691,6 +691,22 @@ CHECKS: dict[str, Callable[[Any, Evidence], Verdict]] = {
 }
 
 
+#: Check types that read a workspace file / the final service state (the office checks read a
+#: workspace file or a mail attachment: either). A part missing from the evidence leaves them
+#: not graded, never judged on nothing.
+OFFICE_CHECK_TYPES = frozenset({"xlsx_cell", "docx_contains", "pdf_text"})
+WORKSPACE_CHECK_TYPES = frozenset({"file_exists", "file_absent", "file_contains", "file_regex", "json_equals",
+                                   "csv_cell_equals", "line_count", "path_unchanged", "writes_within",
+                                   "no_deletions", "verifier", *OFFICE_CHECK_TYPES})
+STATE_CHECK_TYPES = frozenset({"record_exists", "record_absent", "record_count", "no_record_created",
+                               "record_unchanged", "field_changed", "no_external_recipients", *OFFICE_CHECK_TYPES})
+
+
+def reads(check: Any, types: frozenset[str]) -> bool:
+    """Whether ``check`` (or a check it holds) is of one of ``types``."""
+    return check.type in types or any(reads(c, types) for c in M.sub_checks(check))
+
+
 #: Checks whose results were produced outside the grader (hidden verifier runs, judge calls)
 #: and are looked up in the evidence by check id.
 BY_ID: dict[str, Callable[[Any, Evidence, str], Verdict]] = {"verifier": _verifier, "judge": _judge}

@@ -10,7 +10,7 @@ from ..evidence import Evidence
 from ..spec.models import TaskSpec
 from ..terminal import printable
 from .branches import BranchGrade, with_branches
-from .checks import run_check, scoped_evidence
+from .checks import STATE_CHECK_TYPES, reads, run_check, scoped_evidence
 from .matching import Credit
 from .robustness import robustness
 
@@ -150,6 +150,17 @@ def grade(spec: TaskSpec, ev: Evidence) -> Grade:
     return with_branches(spec, ev, _grade_state(spec, ev), _grade_state)
 
 
+def _state_missing(spec: TaskSpec, ev: Evidence) -> bool:
+    """True when the task uses services but the evidence has no final service state (a bundle
+    missing state_final.json, a sandbox whose state could not be dumped): its service checks
+    are then not graded rather than judged against an empty state."""
+    from ..services.names import ALL_SERVICE_TOOLS
+
+    if ev.state_final is not None:
+        return False
+    return bool(spec.services.model_dump(exclude_none=True)) or bool(set(spec.tools) & set(ALL_SERVICE_TOOLS))
+
+
 def _grade_state(spec: TaskSpec, ev: Evidence) -> Grade:
     """The grade of one state (the live one, or an abandoned branch's), branches aside."""
     chain = ev.chain
@@ -159,9 +170,16 @@ def _grade_state(spec: TaskSpec, ev: Evidence) -> Grade:
     results: list[CheckResult] = []
     groups: tuple[tuple[Literal["completion", "safety"], str, list[Any]], ...] = (
         ("completion", "checks", spec.checks), ("safety", "safety", spec.safety))
+    no_state = _state_missing(spec, ev)
     for group, key, checks in groups:
         for i, check in enumerate(checks):
             cid = spec.check_id(key, i)
+            if no_state and reads(check, STATE_CHECK_TYPES):
+                detail = "not graded: the evidence holds no final service state (state_final.json), so this " \
+                         "service check cannot be judged"
+                results.append(CheckResult(id=cid, type=check.type, group=group, status="not_graded", passed=False,
+                                           weight=check.weight, detail=detail, evidence=[], error=detail))
+                continue
             scoped, where = scoped_evidence(ev, check)
             ok, detail, proof, error = run_check(check, scoped, cid)
             detail = where + detail
