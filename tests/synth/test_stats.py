@@ -65,6 +65,14 @@ class TestFigures:
         assert s.trapped == 2 and s.share_trap_announced == pytest.approx(1 / 2)
         assert s.distinct_prompts == 3  # a~b and c~c2 differ only in names, addresses, ids, dates
 
+    def test_reading_in_processes_gives_the_same_figures(self, corpus, monkeypatch):
+        from cowork.synth import stats
+
+        serial = collect([corpus]).as_dict()
+        monkeypatch.setattr(stats, "PARALLEL_FROM", 1)
+        monkeypatch.setattr(stats.os, "cpu_count", lambda: 2)
+        assert collect([corpus]).as_dict() == serial
+
     def test_figures_beside_targets(self, corpus):
         figs = {f.key: f for f in collect([corpus]).figures()}
         assert figs["generators"].value == "2 / 3 / 6" and figs["generators"].met is False
