@@ -11,8 +11,8 @@ import pytest
 
 from cowork.spec.capabilities import capabilities
 from cowork.spec.loader import load_spec
-from cowork.synth.family import families, generate, write_draft
 from cowork.synth.compose import generators
+from cowork.synth.family import families, generate, write_draft
 from cowork.validate.validate import validate_spec
 
 SEEDS = range(20)
