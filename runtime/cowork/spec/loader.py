@@ -56,8 +56,8 @@ class LoadedSpec:
         return [(p, *files[p]) for p in sorted(files)]
 
 
-class _LineLoader(yaml.SafeLoader):
-    """A SafeLoader that rejects duplicate keys."""
+class _LineLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """A SafeLoader (libyaml's parser when PyYAML has it) that rejects duplicate keys."""
 
 
 def _construct_mapping(loader: _LineLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
@@ -204,8 +204,9 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
     except UnicodeDecodeError as exc:
         line = file.read_bytes()[:exc.start].count(b"\n") + 1
         raise SpecError(f"{shown}:{line}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    loader = _LineLoader(text)
     try:
-        node = yaml.compose(text, Loader=_LineLoader)
+        node = loader.get_single_node()  # parsed once: the lines come from this tree, the data too
     except yaml.MarkedYAMLError as exc:
         raise SpecError(f"{shown}:{_yaml_line(exc, text)}: invalid YAML: {exc.problem or exc}") from exc
     except yaml.reader.ReaderError as exc:  # a raw control character: YAML wants it written as an escape
@@ -221,7 +222,7 @@ def load_spec(path: str | os.PathLike) -> LoadedSpec:
         return 1
 
     try:
-        data = yaml.load(text, Loader=_LineLoader)
+        data = loader.construct_document(node) if node is not None else None
     except yaml.MarkedYAMLError as exc:
         line = _yaml_line(exc, text)
         at = max((p for p, n in lines.items() if n == line and p), key=len, default=None)
