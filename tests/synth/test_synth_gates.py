@@ -207,3 +207,24 @@ class TestCorpusCommand:
         per = {name: sum(1 for p in tmp_path.iterdir() if p.name.rsplit("-", 1)[0] == name) for name in templates}
         assert sorted(per.values()) == [2] * (len(templates) - 3) + [3] * 3
         assert cli.main(["synth", "corpus", "--out", str(tmp_path / "x"), "--only", "some"]) == exits.BAD_INPUT
+
+    def test_a_generator_that_raises_costs_its_spec_not_the_corpus(self, tmp_path, capsys, monkeypatch):
+        import importlib
+
+        fam = importlib.import_module("cowork.synth.family")  # the module; the package re-exports its decorator
+        good = fam.families()["meeting-placement"]
+
+        def flaky(rng, difficulty):
+            if rng.random() < 0.5:
+                raise IndexError("list index out of range")
+            return good.build(rng, difficulty)
+
+        monkeypatch.setattr(fam, "_FAMILIES", {"flaky": fam.Family("flaky", good.capabilities, "test", flaky)})
+        monkeypatch.setattr(fam, "families", lambda: dict(fam._FAMILIES))
+        code = cli.main(["synth", "corpus", "--out", str(tmp_path), "--n", "12", "--json"])
+        out = json.loads(capsys.readouterr().out)
+        assert code == exits.GATE_FAILED
+        assert 0 < out["written"] < 12 and len(out["generation_failed"]) == 12 - out["written"]
+        assert all(v == "IndexError: list index out of range" for v in out["generation_failed"].values())
+        saved = json.loads((tmp_path / "generation-failures.json").read_text())
+        assert saved == out["generation_failed"]

@@ -179,14 +179,24 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
     if n is not None:
         counts = {name: n // len(fams) + (i < n % len(fams)) for i, name in enumerate(sorted(fams))}
     written: list[tuple[str, Path]] = []
+    failed: dict[str, str] = {}
     t_gen = time.monotonic()
     for name in sorted(fams):
         for s in range(seed, seed + counts[name]):
-            written.append((name, write_draft(generate(name, s), out)))
+            try:
+                draft = generate(name, s)
+            except Exception as exc:  # noqa: BLE001 - a generator's bug costs its spec, not the corpus
+                failed[f"{name}-{s}"] = f"{type(exc).__name__}: {exc}"
+                continue
+            written.append((name, write_draft(draft, out)))
     gen_s = time.monotonic() - t_gen
     result: dict[str, Any] = {"out": str(out), "families": len(fams), "written": len(written),
                               "generate_seconds": round(gen_s, 2),
-                              "generated_per_second": round(len(written) / gen_s, 1) if gen_s else None}
+                              "generated_per_second": round(len(written) / gen_s, 1) if gen_s else None,
+                              "generation_failed": failed}
+    if failed:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "generation-failures.json").write_text(json.dumps(failed, indent=1, sort_keys=True))
     if validate:
         from ..validate.validate import validate_spec
 
@@ -226,9 +236,13 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
                    "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
     if as_json:
         output.print_json(result)
-        return exits.OK if not result.get("invalid") else exits.GATE_FAILED
+        return exits.OK if not result.get("invalid") and not failed else exits.GATE_FAILED
     output.say(f"wrote {len(written)} spec(s) from {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} under {out} "
                f"in {gen_s:.1f} s ({result['generated_per_second']} specs/s)")
+    if failed:
+        output.say(f"{len(failed)} spec(s) could not be generated (reasons in {out / 'generation-failures.json'}):")
+        for key, why in list(failed.items())[:10]:
+            output.say(f"  {key}: {why}")
     if validate:
         for title, table in (("family", result["per_family"]), ("capability", result["per_capability"])):
             output.say(f"{title:32} valid invalid")
@@ -236,9 +250,9 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
                 output.say(f"{k:32} {v.get('valid', 0):5} {v.get('invalid', 0):7}")
         output.say(f"{result['valid']} valid, {result['invalid']} invalid (moved to {out / '_invalid'}); "
                    f"{result['valid_per_minute']} validated specs per minute")
-        return exits.OK if not result["invalid"] else exits.GATE_FAILED
+        return exits.OK if not result["invalid"] and not failed else exits.GATE_FAILED
     output.say(f"check them: cowork validate {out} --concurrency 2 && cowork synth check {out}")
-    return exits.OK
+    return exits.OK if not failed else exits.GATE_FAILED
 
 
 # --------------------------------------------------------------------------- the world and corpus figures
