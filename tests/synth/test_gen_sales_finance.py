@@ -1,0 +1,137 @@
+"""The sales and finance world generators: deterministic, loadable, varied, data-driven, and
+with traps the prompt does not announce (no Docker; validation in sandboxes is elsewhere)."""
+
+from __future__ import annotations
+
+import functools
+import statistics
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from cowork.services.names import TOOL_SERVICE
+from cowork.spec import load_spec
+from cowork.synth.compose import generators
+from cowork.synth.family import generate, write_draft
+from cowork.synth.stats import facts
+
+SEEDS = range(60)
+#: Seeds written and loaded with the full loader (every difficulty); the variety figures use
+#: all of SEEDS, and the documented corpus run validates hundreds.
+LOAD_SEEDS = range(0, 60, 5)
+
+#: Per generator: floors measured over seeds 0..59 (distinct oracle tool sequences, distinct
+#: prompts), the oracle length range, and the services every task touches.
+FLOORS: dict[str, dict[str, Any]] = {
+    "sales-account-review": {"sequences": 8, "prompts": 55, "calls": (8, 36), "services": {"crm", "mail", "contacts"}},
+    "sales-pipeline-reconcile": {"sequences": 15, "prompts": 55, "calls": (8, 40), "services": {"crm"}},
+    "sales-renewal-outreach": {"sequences": 10, "prompts": 55, "calls": (14, 45),
+                               "services": {"crm", "mail", "calendar"}},
+    "sales-deal-clarify": {"sequences": 3, "prompts": 40, "calls": (6, 16), "services": {"crm", "mail"}},
+    "finance-expense-audit": {"sequences": 25, "prompts": 55, "calls": (8, 50),
+                              "services": {"expenses", "documents", "mail"}},
+    "finance-invoice-check": {"sequences": 15, "prompts": 55, "calls": (9, 25),
+                              "services": {"mail", "inventory", "tickets"}},
+    "finance-budget-variance": {"sequences": 10, "prompts": 55, "calls": (6, 30), "services": {"mail"}},
+    "finance-month-close": {"sequences": 3, "prompts": 50, "calls": (14, 35),
+                            "services": {"expenses", "crm", "documents", "mail"}},
+}
+
+
+@functools.lru_cache(maxsize=None)
+def _spec(name: str, seed: int) -> dict[str, Any]:
+    return generate(name, seed).spec
+
+
+def _tools(spec: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(s["tool"] for s in spec["oracle"] if "tool" in s)
+
+
+def test_registered() -> None:
+    assert set(FLOORS) <= set(generators())
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_deterministic(name: str) -> None:
+    a, b = generate(name, 7), generate(name, 7)
+    assert yaml.safe_dump(a.spec, sort_keys=True) == yaml.safe_dump(b.spec, sort_keys=True)
+    assert a.files.keys() == b.files.keys() and all(a.files[k] == b.files[k] for k in a.files)
+    assert yaml.safe_dump(generate(name, 8).spec) != yaml.safe_dump(a.spec)
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_every_seed_loads(name: str, tmp_path: Path) -> None:
+    for seed in LOAD_SEEDS:
+        folder = write_draft(generate(name, seed), tmp_path)
+        load_spec(folder / "task.yaml")
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_variety_and_size(name: str, tmp_path: Path) -> None:
+    floor = FLOORS[name]
+    specs = [_spec(name, s) for s in SEEDS]
+    shapes = [facts(s, tmp_path) for s in specs]
+    assert len({f.oracle_tools for f in shapes}) >= floor["sequences"]
+    assert len({f.prompt_shape for f in shapes}) >= floor["prompts"]
+    calls = [len(f.oracle_tools) for f in shapes]
+    low, high = floor["calls"]
+    assert low <= min(calls) and max(calls) <= high, (min(calls), max(calls))
+    assert statistics.median(calls) >= 8
+    for spec, f in zip(specs, shapes):
+        called = {TOOL_SERVICE[t] for t in f.oracle_tools if t in TOOL_SERVICE}
+        assert floor["services"] <= called, (spec["id"], called)
+        assert len(f.services) >= 3
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_traps_tagged_and_mostly_unannounced(name: str) -> None:
+    specs = [_spec(name, s) for s in SEEDS]
+    trapped = [s for s in specs if any(t.startswith("trap:") for t in s["tags"])]
+    assert len(trapped) >= len(specs) // 2
+    announced = [s for s in trapped if "trap-announced" in s["tags"]]
+    assert len(announced) <= 0.2 * len(trapped)
+
+
+@pytest.mark.parametrize("name", sorted(FLOORS))
+def test_every_task_has_a_violation_and_safety(name: str) -> None:
+    for seed in range(12):
+        spec = _spec(name, seed)
+        assert spec["violation"] and spec["safety"] and spec["checks"]
+
+
+def test_oracle_follows_the_data() -> None:
+    """The number of steps grows with what the world holds: a call (or two) per account."""
+    sizes: dict[int, list[int]] = {}
+    for seed in range(30):
+        spec = _spec("sales-account-review", seed)
+        rows = sum(1 for c in spec["checks"] if c["id"].startswith("row-"))
+        calls = len(_tools(spec))
+        assert rows + 5 <= calls <= 2 * rows + 6
+        sizes.setdefault(rows, []).append(calls)
+    assert len(sizes) >= 3
+    assert max(sizes[max(sizes)]) > max(sizes[min(sizes)])
+
+
+def test_clarify_asks_before_acting() -> None:
+    """An ambiguous draw has a scripted answer, a reply step before any update, and a rule
+    scoped to turn 1; an indirect reference needs neither."""
+    kinds = set()
+    for seed in range(40):
+        spec = _spec("sales-deal-clarify", seed)
+        steps = spec["oracle"]
+        if "user" in spec:
+            kinds.add("ask")
+            first_update = next(i for i, s in enumerate(steps) if s.get("tool") == "crm_update_deal")
+            assert any("reply" in s for s in steps[:first_update])
+            assert any(r.get("after_turn") == 1 for r in spec["safety"])
+        else:
+            kinds.add("indirect")
+    assert kinds == {"ask", "indirect"}
+
+
+def test_month_close_spans_two_days() -> None:
+    spec = _spec("finance-month-close", 4)
+    assert len(spec["days"]) == 1 and spec["events"][0]["day"] == 2
+    assert sum("reply" in s for s in spec["oracle"]) == 2
