@@ -128,3 +128,16 @@ class TestCli:
         assert main(["synth", "stats", str(specs), "--json"]) == 0
         data = json.loads(capsys.readouterr().out)
         assert data["specs"] == len(list(specs.glob("*/task.yaml"))) and len(data["services"]) == 14
+
+
+def test_an_attachment_name_in_seeded_mail_alone_is_not_an_office_task(tmp_path):
+    from cowork.synth.stats import facts
+
+    mail = {"mail": {"messages": [{"from": "a@x.com", "attachments": [{"name": "q3.xlsx"}]}]}}
+    _spec(tmp_path / "seeded", id="s", prompt="Reply to Ann.", services=mail,
+          oracle=[{"tool": "mail_reply", "args": {"message_id": "m1", "body": "ok"}}])
+    _spec(tmp_path / "used", id="u", prompt="File the sheet Ann sent.", services=mail,
+          oracle=[{"tool": "mail_save_attachment", "args": {"message_id": "m1", "name": "q3.xlsx", "path": "q3.xlsx"}}])
+    seeded, used = (facts(yaml.safe_load((tmp_path / n / "task.yaml").read_text()), tmp_path / n)
+                    for n in ("seeded", "used"))
+    assert (seeded.office, used.office) == (False, True)

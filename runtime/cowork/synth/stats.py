@@ -12,9 +12,10 @@ proven. What each figure counts, exactly (docs/synthesis.md repeats it):
   its steps that call a tool; p90 by nearest rank.
 - multi-turn or multi-day: the spec has ``user`` turns or a simulated user, ``days`` or
   ``events``.
-- office file: a string anywhere in the spec that is a file name ending ``.xlsx``, ``.docx``
-  or ``.pdf`` (workspace paths, attachment names, check paths, oracle arguments), or such a
-  file in the spec's workspace folder.
+- office file: a string in the spec outside the prompt and the seeded records that is a file
+  name ending ``.xlsx``, ``.docx`` or ``.pdf`` (workspace paths, check paths, oracle
+  arguments, later turns), or such a file in the spec's workspace folder; an attachment name
+  in seeded mail alone does not count.
 - traps: a generator tags a trapped spec ``trap:<kind>``, and also ``trap-announced`` when its
   prompt tells the agent about the trap; the figure is announced / trapped (n/a without traps).
 - distinct prompts: prompts after :func:`prompt_shape` replaces entity names, addresses,
@@ -93,7 +94,11 @@ def _strings(value: Any) -> Iterator[str]:
 
 
 def _has_office_file(spec: dict[str, Any], folder: Path) -> bool:
-    if any(_OFFICE.fullmatch(s.strip()) for s in _strings({k: v for k, v in spec.items() if k != "prompt"})):
+    """Whether the task reads or produces an office file: one in its workspace, or named by its
+    checks, safety rules, oracle or later turns. An attachment name in the seeded records
+    alone does not count (world mailboxes carry them in every task that seeds mail)."""
+    named = {k: v for k, v in spec.items() if k not in ("prompt", "services")}
+    if any(_OFFICE.fullmatch(s.strip()) for s in _strings(named)):
         return True
     ws = spec.get("workspace")
     sub = ws.get("dir", "workspace") if isinstance(ws, dict) else "workspace"
