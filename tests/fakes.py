@@ -1,6 +1,8 @@
 """Test doubles: a chat-completions server on loopback; a sandbox without a container; a
-workspace archive as the export writes it; an evidence bundle full of markup."""
+workspace archive as the export writes it; an evidence bundle full of markup; generated
+drafts made once per process."""
 
+import functools
 import hashlib
 import io
 import json
@@ -9,6 +11,7 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, INVALID_ARGUMENTS_KEY, canonical_json, seal
@@ -175,3 +178,12 @@ def make_hostile_bundle(folder: Path) -> Path:
     (folder / "grade.json").write_text(grade(spec, ev).model_dump_json(indent=1))
     (folder / "spec.json").write_text(spec.model_dump_json(indent=1))
     return folder
+
+
+@functools.lru_cache(maxsize=None)
+def generated(name: str, seed: int) -> Any:
+    """``cowork.synth.generate(name, seed)``, made once per test process: generator tests only
+    read drafts, and a world-seeded one costs a few hundred milliseconds."""
+    from cowork.synth.family import generate
+
+    return generate(name, seed)

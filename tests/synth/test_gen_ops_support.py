@@ -4,7 +4,6 @@ every seed loads, and the variety, length, service and trap figures measured ove
 from __future__ import annotations
 
 import statistics
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,8 @@ from cowork.spec import load_spec
 from cowork.spec.models import TaskSpec
 from cowork.synth.compose import generators
 from cowork.synth.family import generate, write_draft
-from cowork.synth.stats import _names_in, prompt_shape
+from cowork.synth.stats import _names_in, oracle_tools, prompt_shape
+from fakes import generated
 
 SEEDS = range(60)
 _TOOL_SERVICE = {t: s for s, tools in SERVICE_TOOLS.items() for t in tools}
@@ -33,13 +33,6 @@ FLOORS = {
 }
 
 
-@lru_cache(maxsize=None)
-def _draft(name: str, seed: int):
-    return generate(name, seed)
-
-
-def _tools(spec: dict) -> tuple[str, ...]:
-    return tuple(s["tool"] for s in spec["oracle"] if "tool" in s)
 
 
 def test_all_registered() -> None:
@@ -58,8 +51,8 @@ class TestGenerator:
         floor, (low, high), multi_share = FLOORS[name]
         seqs, calls, prompts, multi = set(), [], set(), 0
         for seed in SEEDS:
-            spec = _draft(name, seed).spec
-            tools = _tools(spec)
+            spec = generated(name, seed).spec
+            tools = oracle_tools(spec)
             seqs.add(tools)
             calls.append(len(tools))
             prompts.add(prompt_shape(spec["prompt"], _names_in(spec.get("services") or {})))
@@ -73,8 +66,8 @@ class TestGenerator:
     def test_services_and_traps(self, name: str) -> None:
         trapped = announced = 0
         for seed in SEEDS:
-            spec = _draft(name, seed).spec
-            touched = set(spec.get("services") or {}) | {_TOOL_SERVICE[t] for t in _tools(spec) if t in _TOOL_SERVICE}
+            spec = generated(name, seed).spec
+            touched = set(spec.get("services") or {}) | {_TOOL_SERVICE[t] for t in oracle_tools(spec) if t in _TOOL_SERVICE}
             assert len(touched) >= 3, (name, seed, touched)
             tags = spec["tags"]
             trapped += any(t.startswith("trap:") for t in tags)
@@ -90,7 +83,7 @@ def test_every_seed_loads(name: str, tmp_path: Path) -> None:
     line-tracking YAML parse takes a second or more per hard seed here; every seed of 0..59
     validates as a TaskSpec, and every file it names is among the draft's files."""
     for seed in SEEDS:
-        draft = _draft(name, seed)
+        draft = generated(name, seed)
         if seed < 6:
             spec = load_spec(write_draft(draft, tmp_path) / "task.yaml").spec
         else:
@@ -106,14 +99,14 @@ def test_office_files_are_real() -> None:
     """The xlsx and pdf/docx a task names are rendered bytes beside task.yaml."""
     for name, suffixes in (("ops_inventory_reorder", (".xlsx",)), ("ops_access_review", (".xlsx",)),
                            ("support_attachment_filing", (".pdf", ".docx"))):
-        files = _draft(name, 1).files
+        files = generated(name, 1).files
         assert any(k.endswith(suffixes) and isinstance(v, bytes) and len(v) > 500 for k, v in files.items()), name
 
 
 def test_injection_is_in_the_attachment_not_the_prompt() -> None:
     hits = 0
     for seed in SEEDS:
-        d = _draft("support_attachment_filing", seed)
+        d = generated("support_attachment_filing", seed)
         if "trap:injection-in-attachment" not in d.spec["tags"]:
             continue
         hits += 1
@@ -128,7 +121,7 @@ def test_injection_is_in_the_attachment_not_the_prompt() -> None:
 
 def test_failed_jobs_violation_reruns_a_job_that_must_not_run() -> None:
     for seed in SEEDS:
-        spec = _draft("ops_failed_job_triage", seed).spec
+        spec = generated("ops_failed_job_triage", seed).spec
         forbidden = next(r for r in spec["safety"] if r["id"] == "no-unsafe-reruns")["where"]["job_id"]["one_of"]
         assert spec["violation"][0]["args"]["job_id"] in forbidden
         reruns = [s["args"]["job_id"] for s in spec["oracle"] if s.get("tool") == "scheduler_trigger_run"]
@@ -137,7 +130,7 @@ def test_failed_jobs_violation_reruns_a_job_that_must_not_run() -> None:
 
 def test_kb_articles_never_carry_internal_notes() -> None:
     for seed in SEEDS:
-        spec = _draft("support_kb_from_tickets", seed).spec
+        spec = generated("support_kb_from_tickets", seed).spec
         rule = next((r for r in spec["safety"] if r["id"] == "internal-notes-kept-out"), None)
         if rule is None:
             continue

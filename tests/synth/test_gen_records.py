@@ -5,7 +5,6 @@ variety, length, service and trap figures measured over 60 seeds, and the data-d
 from __future__ import annotations
 
 import statistics
-from functools import lru_cache
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,8 @@ from cowork.spec import load_spec
 from cowork.spec.models import TaskSpec
 from cowork.synth.compose import generators
 from cowork.synth.family import generate, write_draft
-from cowork.synth.stats import _names_in, prompt_shape
+from cowork.synth.stats import _names_in, oracle_tools, prompt_shape
+from fakes import generated
 
 SEEDS = range(60)
 _TOOL_SERVICE = {t: s for s, tools in SERVICE_TOOLS.items() for t in tools}
@@ -30,13 +30,6 @@ FLOORS = {
 }
 
 
-@lru_cache(maxsize=None)
-def _draft(name: str, seed: int):
-    return generate(name, seed)
-
-
-def _tools(spec: dict) -> tuple[str, ...]:
-    return tuple(s["tool"] for s in spec["oracle"] if "tool" in s)
 
 
 def test_all_registered() -> None:
@@ -55,8 +48,8 @@ class TestGenerator:
         floor, (low, high), multi_share = FLOORS[name]
         seqs, calls, prompts, multi = set(), [], set(), 0
         for seed in SEEDS:
-            spec = _draft(name, seed).spec
-            tools = _tools(spec)
+            spec = generated(name, seed).spec
+            tools = oracle_tools(spec)
             seqs.add(tools)
             calls.append(len(tools))
             prompts.add(prompt_shape(spec["prompt"], _names_in(spec.get("services") or {})))
@@ -70,14 +63,14 @@ class TestGenerator:
     def test_services_and_traps(self, name: str) -> None:
         trapped = announced = 0
         for seed in SEEDS:
-            spec = _draft(name, seed).spec
-            touched = set(spec.get("services") or {}) | {_TOOL_SERVICE[t] for t in _tools(spec) if t in _TOOL_SERVICE}
+            spec = generated(name, seed).spec
+            touched = set(spec.get("services") or {}) | {_TOOL_SERVICE[t] for t in oracle_tools(spec) if t in _TOOL_SERVICE}
             assert len(touched) >= 4, (name, seed, touched)
             tags = spec["tags"]
             trapped += any(t.startswith("trap:") for t in tags)
             announced += "trap-announced" in tags
             assert f"family:{name}" in tags and any(t.startswith("world:") for t in tags)
-            assert "read_document" in _tools(spec), "every task reads an office file"
+            assert "read_document" in oracle_tools(spec), "every task reads an office file"
         assert trapped >= 0.8 * len(SEEDS), (name, trapped)
         assert announced <= 0.25 * trapped, (name, announced, trapped)
 
@@ -87,7 +80,7 @@ def test_every_seed_loads(name: str, tmp_path: Path) -> None:
     """Seeds 0..2 are written and loaded by ``load_spec``; every seed of 0..59 validates as a
     TaskSpec with oracle, checks, safety and violation, and its workspace files are in the draft."""
     for seed in SEEDS:
-        draft = _draft(name, seed)
+        draft = generated(name, seed)
         if seed < 3:
             spec = load_spec(write_draft(draft, tmp_path) / "task.yaml").spec
         else:
@@ -107,7 +100,7 @@ def test_approvals_never_go_to_an_absent_approver() -> None:
     names get nothing; a request without a purpose is not routed but sent back."""
     delegated = 0
     for seed in SEEDS:
-        spec = _draft("rec_approval_chain", seed).spec
+        spec = generated("rec_approval_chain", seed).spec
         rule = next(r for r in spec["safety"] if r["id"] == "no-mail-to-absent")["where"]["to"]
         absent = set(rule["one_of"]) if isinstance(rule, dict) else set()
         sent = {to for to, _ in _mails_to(spec)}
@@ -122,7 +115,7 @@ def test_approvals_never_go_to_an_absent_approver() -> None:
 
 def test_merges_only_on_shared_phone_and_namesakes_untouched() -> None:
     for seed in SEEDS:
-        spec = _draft("rec_contacts_merge", seed).spec
+        spec = generated("rec_contacts_merge", seed).spec
         people = {p["id"]: p for p in spec["services"]["contacts"]["people"]}
         protected = set(next(r for r in spec["safety"] if r["id"] == "namesakes-untouched")["ids"])
         for s in spec["oracle"]:
@@ -138,7 +131,7 @@ def test_merges_only_on_shared_phone_and_namesakes_untouched() -> None:
 def test_policy_update_keeps_the_withdrawn_clause_and_the_draft() -> None:
     withdrawn = 0
     for seed in SEEDS:
-        spec = _draft("rec_policy_docs_update", seed).spec
+        spec = generated("rec_policy_docs_update", seed).spec
         draft_id = next(r for r in spec["safety"] if r["id"] == "draft-untouched")["ids"][0]
         edits = [s["args"] for s in spec["oracle"] if s.get("tool") == "documents_edit"]
         assert edits and all(e["document_id"] != draft_id for e in edits)

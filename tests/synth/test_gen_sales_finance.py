@@ -3,7 +3,6 @@ with traps the prompt does not announce (no Docker; validation in sandboxes is e
 
 from __future__ import annotations
 
-import functools
 import statistics
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,8 @@ from cowork.services.names import TOOL_SERVICE
 from cowork.spec import load_spec
 from cowork.synth.compose import generators
 from cowork.synth.family import generate, write_draft
-from cowork.synth.stats import facts
+from cowork.synth.stats import facts, oracle_tools
+from fakes import generated
 
 SEEDS = range(60)
 #: Seeds written and loaded with the full loader (every difficulty); the variety figures use
@@ -40,13 +40,7 @@ FLOORS: dict[str, dict[str, Any]] = {
 }
 
 
-@functools.lru_cache(maxsize=None)
-def _spec(name: str, seed: int) -> dict[str, Any]:
-    return generate(name, seed).spec
 
-
-def _tools(spec: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(s["tool"] for s in spec["oracle"] if "tool" in s)
 
 
 def test_registered() -> None:
@@ -71,7 +65,7 @@ def test_every_seed_loads(name: str, tmp_path: Path) -> None:
 @pytest.mark.parametrize("name", sorted(FLOORS))
 def test_variety_and_size(name: str, tmp_path: Path) -> None:
     floor = FLOORS[name]
-    specs = [_spec(name, s) for s in SEEDS]
+    specs = [generated(name, s).spec for s in SEEDS]
     shapes = [facts(s, tmp_path) for s in specs]
     assert len({f.oracle_tools for f in shapes}) >= floor["sequences"]
     assert len({f.prompt_shape for f in shapes}) >= floor["prompts"]
@@ -87,7 +81,7 @@ def test_variety_and_size(name: str, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", sorted(FLOORS))
 def test_traps_tagged_and_mostly_unannounced(name: str) -> None:
-    specs = [_spec(name, s) for s in SEEDS]
+    specs = [generated(name, s).spec for s in SEEDS]
     trapped = [s for s in specs if any(t.startswith("trap:") for t in s["tags"])]
     assert len(trapped) >= len(specs) // 2
     announced = [s for s in trapped if "trap-announced" in s["tags"]]
@@ -97,7 +91,7 @@ def test_traps_tagged_and_mostly_unannounced(name: str) -> None:
 @pytest.mark.parametrize("name", sorted(FLOORS))
 def test_every_task_has_a_violation_and_safety(name: str) -> None:
     for seed in range(12):
-        spec = _spec(name, seed)
+        spec = generated(name, seed).spec
         assert spec["violation"] and spec["safety"] and spec["checks"]
 
 
@@ -105,9 +99,9 @@ def test_oracle_follows_the_data() -> None:
     """The number of steps grows with what the world holds: a call (or two) per account."""
     sizes: dict[int, list[int]] = {}
     for seed in range(30):
-        spec = _spec("sales-account-review", seed)
+        spec = generated("sales-account-review", seed).spec
         rows = sum(1 for c in spec["checks"] if c["id"].startswith("row-"))
-        calls = len(_tools(spec))
+        calls = len(oracle_tools(spec))
         assert rows + 5 <= calls <= 2 * rows + 6
         sizes.setdefault(rows, []).append(calls)
     assert len(sizes) >= 3
@@ -119,7 +113,7 @@ def test_clarify_asks_before_acting() -> None:
     scoped to turn 1; an indirect reference needs neither."""
     kinds = set()
     for seed in range(40):
-        spec = _spec("sales-deal-clarify", seed)
+        spec = generated("sales-deal-clarify", seed).spec
         steps = spec["oracle"]
         if "user" in spec:
             kinds.add("ask")
@@ -132,6 +126,6 @@ def test_clarify_asks_before_acting() -> None:
 
 
 def test_month_close_spans_two_days() -> None:
-    spec = _spec("finance-month-close", 4)
+    spec = generated("finance-month-close", 4).spec
     assert len(spec["days"]) == 1 and spec["events"][0]["day"] == 2
     assert sum("reply" in s for s in spec["oracle"]) == 2

@@ -4,9 +4,7 @@ trap figures measured over those seeds stay above floors a little under what was
 
 from __future__ import annotations
 
-import functools
 import statistics
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +14,9 @@ import yaml
 from cowork.services.names import SERVICE_TOOLS
 from cowork.spec import load_spec
 from cowork.synth.compose import generators
-from cowork.synth.family import Draft, generate, write_draft
-from cowork.synth.stats import _names_in, prompt_shape
+from cowork.synth.family import generate, write_draft
+from cowork.synth.stats import _names_in, oracle_tools, prompt_shape
+from fakes import generated
 
 SEEDS = range(60)
 #: Seeds written and loaded with the full loader (every difficulty, both kinds of draw); the
@@ -39,19 +38,11 @@ FLOORS: dict[str, tuple[int, tuple[int, int], int, int, float]] = {
 }
 
 
-@lru_cache(maxsize=None)
-@functools.lru_cache(maxsize=None)
-def _draft(name: str, seed: int) -> Draft:
-    """Generated once per (name, seed) for the whole module: the tests only read drafts."""
-    return generate(name, seed)
 
-
-def _tools(spec: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(s["tool"] for s in spec["oracle"] if "tool" in s)
 
 
 def _services(spec: dict[str, Any]) -> set[str]:
-    return set(spec.get("services") or {}) | {_SERVICE_OF[t] for t in _tools(spec) if t in _SERVICE_OF}
+    return set(spec.get("services") or {}) | {_SERVICE_OF[t] for t in oracle_tools(spec) if t in _SERVICE_OF}
 
 
 def test_registered() -> None:
@@ -69,15 +60,15 @@ class TestGenerator:
     @pytest.mark.timeout(300)  # 60 specs with world-sized seeds: ~0.3 s each to load and validate
     def test_every_seed_loads(self, name: str, tmp_path: Path) -> None:
         for seed in LOAD_SEEDS:
-            folder = write_draft(_draft(name, seed), tmp_path)
+            folder = write_draft(generated(name, seed), tmp_path)
             spec = load_spec(folder / "task.yaml").spec
             assert spec.checks and spec.safety and spec.oracle and spec.violation, f"{name}-{seed}"
 
     def test_variety_and_length(self, name: str) -> None:
         seqs, prompts, lengths, wide = set(), set(), [], 0
         for seed in SEEDS:
-            spec = _draft(name, seed).spec
-            tools = _tools(spec)
+            spec = generated(name, seed).spec
+            tools = oracle_tools(spec)
             seqs.add(tools)
             lengths.append(len(tools))
             prompts.add(prompt_shape(spec["prompt"], _names_in(spec.get("services") or {})))
@@ -92,7 +83,7 @@ class TestGenerator:
     def test_traps_mostly_unannounced(self, name: str) -> None:
         trapped = announced = 0
         for seed in SEEDS:
-            tags = _draft(name, seed).spec["tags"]
+            tags = generated(name, seed).spec["tags"]
             if any(t.startswith("trap:") for t in tags):
                 trapped += 1
                 announced += "trap-announced" in tags
@@ -103,22 +94,22 @@ class TestGenerator:
         # The oracle's writes are the ones its checks look for: every created-record check
         # names a service the oracle calls a tool of.
         for seed in range(0, 60, 7):
-            spec = _draft(name, seed).spec
-            called = {_SERVICE_OF.get(t) for t in _tools(spec)}
+            spec = generated(name, seed).spec
+            called = {_SERVICE_OF.get(t) for t in oracle_tools(spec)}
             for check in spec["checks"]:
                 if check["type"] in ("record_exists", "record_count") and "created" in check.get("only", []):
                     assert check["service"] in called, (name, seed, check["id"])
 
 
 def test_multi_turn_and_multi_day_draws() -> None:
-    clarify = sum("user" in _draft("sched_cross_zone_meeting", s).spec for s in SEEDS)
-    later = sum("days" in _draft("sched_series_exceptions", s).spec for s in SEEDS)
+    clarify = sum("user" in generated("sched_cross_zone_meeting", s).spec for s in SEEDS)
+    later = sum("days" in generated("sched_series_exceptions", s).spec for s in SEEDS)
     assert clarify >= 3 and later >= 6
 
 
 def test_clarifying_turn_guards_the_booking() -> None:
-    seed = next(s for s in SEEDS if "user" in _draft("sched_cross_zone_meeting", s).spec)
-    spec = _draft("sched_cross_zone_meeting", seed).spec
+    seed = next(s for s in SEEDS if "user" in generated("sched_cross_zone_meeting", s).spec)
+    spec = generated("sched_cross_zone_meeting", seed).spec
     steps = [s for s in spec["oracle"]]
     first_reply = next(i for i, s in enumerate(steps) if "reply" in s)
     booking = next(i for i, s in enumerate(steps) if s.get("tool") == "calendar_create_event")
@@ -131,7 +122,7 @@ def test_office_files_are_real() -> None:
     seen = set()
     for name in ("sched_exec_invitations", "comms_notes_to_todos", "comms_thread_internal_answer"):
         for seed in range(12):
-            for rel, content in _draft(name, seed).files.items():
+            for rel, content in generated(name, seed).files.items():
                 if rel.endswith((".docx", ".xlsx")):
                     assert isinstance(content, bytes) and content[:2] == b"PK", rel
                     seen.add(rel.rsplit(".", 1)[1])

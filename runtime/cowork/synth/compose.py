@@ -26,7 +26,6 @@ Generators register as families too (``family:<name>`` tags, ``cowork synth fami
 
 from __future__ import annotations
 
-import hashlib
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -125,19 +124,14 @@ class Gen:
         return spec
 
 
-def _world_seed(name: str, rng: random.Random) -> int:
-    # Drawn from the task's rng: the same (generator, seed) is the same world anywhere.
-    del name
-    return rng.randrange(WORLD_SEEDS)
-
-
 def generator(name: str, *, capabilities: tuple[str, ...] | list[str], summary: str):
     """Register ``build(g: Gen) -> dict | Draft`` as the generator (and family) ``name``: a
     dict return is the spec (files come from ``g``), a Draft is taken as it is."""
 
     def register(build: Callable[[Gen], dict[str, Any] | Draft]) -> Callable[[Gen], dict[str, Any] | Draft]:
         def as_family(rng: random.Random, difficulty: str) -> Draft:
-            g = Gen(name, rng, difficulty, _world_seed(name, rng))
+            # The world's seed is the task rng's first draw: the same (generator, seed) is the same world anywhere.
+            g = Gen(name, rng, difficulty, rng.randrange(WORLD_SEEDS))
             out = build(g)
             if isinstance(out, Draft):
                 return out
@@ -160,8 +154,3 @@ def generators() -> list[str]:
 
     families()  # imports the built-in families and generators
     return sorted(_GENERATORS)
-
-
-def stable_pick(items: list[Any] | tuple[Any, ...], key: str) -> Any:
-    """The item a sha256 of ``key`` points at: a choice that does not consume ``rng`` draws."""
-    return items[int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") % len(items)]

@@ -114,11 +114,15 @@ def _multi(spec: dict[str, Any]) -> bool:
     return turns or bool(spec.get("days")) or bool(spec.get("events"))
 
 
+def oracle_tools(spec: dict[str, Any]) -> tuple[str, ...]:
+    """The tool names of the spec's oracle steps, in order (replies left out)."""
+    return tuple(str(s["tool"]) for s in spec.get("oracle") or [] if isinstance(s, dict) and s.get("tool"))
+
+
 def facts(spec: dict[str, Any], folder: Path) -> SpecFacts:
     """The facts of one spec read by :func:`read_spec` (``folder`` holds its workspace)."""
     tags = [str(t) for t in spec.get("tags") or []]
-    steps = [s for s in spec.get("oracle") or [] if isinstance(s, dict)]
-    tools = tuple(str(s["tool"]) for s in steps if s.get("tool"))
+    tools = oracle_tools(spec)
     seeded = spec.get("services") or {}
     services = {k for k, v in seeded.items() if v is not None and k in SERVICE_TOOLS} if isinstance(seeded, dict) \
         else set()
