@@ -101,11 +101,13 @@ def generate(name: str, seed: int, difficulty: str | None = None) -> Draft:
     return Draft(spec, dict(draft.files))
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where present: the pure-Python one took 90 % of `synth corpus` on world specs
+# (0.7 s for an 800 KB spec); the representers below stay Python either way.
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     pass
 
 
-def _str(dumper: yaml.SafeDumper, value: str) -> Any:
+def _str(dumper: Any, value: str) -> Any:
     # Multi-line text as a block (readable prompts and file contents).
     return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
 
