@@ -190,7 +190,9 @@ class TestBehaviour:
         assert after != before, tool
         assert len(records) == 1, records
         rec = records[0]
-        assert set(rec) == {"kind", "service", "action", "ids", "fields"}
+        assert {"kind", "service", "action", "ids", "fields"} <= set(rec) <= {"kind", "service", "action", "ids", "fields", "values"}
+        # ``values`` are stored fields the action also names (an event's start kept in UTC).
+        assert set(rec.get("values") or {}) <= set(rec["fields"]), rec
         assert rec["service"] == TOOL_SERVICE[tool] and rec["ids"] and all(isinstance(i, str) for i in rec["ids"])
         if annotations.idempotent_hint:
             await call(client, tool, **SAMPLES[tool])

@@ -340,7 +340,8 @@ def created_states(ev: Evidence, service: str, collection: str) -> list[History]
     by hand) are created too, with their final state as their only one.
 
     Each state holds a field when the evidence proves its value at that step: from the
-    creating call's arguments, from a later call that set it, or from the final state for
+    creating call's arguments, from a later call that set it, from the ``values`` the service
+    recorded with its action (an event's stored start and end), or from the final state for
     every step after the last action that changed it. Everything else is unknown.
     """
     seed = _coll(ev.state_before, service, collection)
@@ -376,6 +377,8 @@ def created_states(ev: Evidence, service: str, collection: str) -> list[History]
                 new = _changed(service, collection, a, call, known)
                 known = {f: v for f, v in known.items() if f not in fields}
                 known.update(new)
+            # Fields the service recorded as stored (a start given in a local zone, kept in UTC).
+            known.update({f: v for f, v in (a.get("values") or {}).items() if fields is None or f in fields})
             for f in (h.final or {}):
                 if fields is None or f in fields:
                     last[f] = k

@@ -19,9 +19,17 @@ def _collection(state: dict[str, Any] | None, service: str, collection: str) -> 
 
 def _field_value(record: Any, name: str) -> tuple[bool, Any]:
     """Value at a dotted name; keys that contain dots themselves (email addresses) are tried
-    whole first, so ``shared_with.nina@acme.com`` reaches ``{"shared_with": {"nina@acme.com": ...}}``."""
+    whole first, so ``shared_with.nina@acme.com`` reaches ``{"shared_with": {"nina@acme.com": ...}}``.
+
+    Through a list of mappings, a name that is not an index reaches into every item:
+    ``attendees.email`` is the list of the attendees' addresses (absent when no item has one),
+    so a matcher holds when any attendee's address does (``match_field``'s list rule)."""
     if isinstance(record, dict) and name in record:
         return True, record[name]
+    if isinstance(record, list) and not name.split(".")[0].lstrip("-").isdigit():
+        values = [v for found, v in (_field_value(item, name) for item in record if isinstance(item, dict)) if found]
+        flat = [x for v in values for x in (v if isinstance(v, list) else [v])]
+        return (True, flat) if flat else (False, None)
     parts = name.split(".")
     for cut in range(len(parts) - 1, 0, -1):
         head, rest = ".".join(parts[:cut]), ".".join(parts[cut:])

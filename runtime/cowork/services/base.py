@@ -226,10 +226,16 @@ class Store:
         self.ctx.db.execute("INSERT OR REPLACE INTO meta VALUES (?,?,?)",
                             (self.service, key, json.dumps(value)))
 
-    def audit(self, action: str, ids: list[str], fields: list[str] | None = None) -> None:
-        """Record one state-changing action, in the schema shared by all services."""
-        self.ctx.audit({"kind": "service_action", "service": self.service, "action": action,
-                        "ids": list(ids), "fields": sorted(fields or [])})
+    def audit(self, action: str, ids: list[str], fields: list[str] | None = None,
+              values: dict[str, Any] | None = None) -> None:
+        """Record one state-changing action, in the schema shared by all services. ``values``:
+        fields as the service stored them where the arguments alone do not tell (a start given
+        in a local time zone is stored in UTC), so graders can follow a record through its life."""
+        rec = {"kind": "service_action", "service": self.service, "action": action,
+               "ids": list(ids), "fields": sorted(fields or [])}
+        if values:
+            rec["values"] = values
+        self.ctx.audit(rec)
 
 
 # --------------------------------------------------------------------------- time

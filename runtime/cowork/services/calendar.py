@@ -272,7 +272,7 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
                    "attendees": [{"email": a, "name": "", "response": "needs_action"} for a in dict.fromkeys(attendees)],
                    "status": "confirmed"}
             store.insert("events", rec)
-            store.audit("create_event", [rid], [k for k in rec if k != "id"])
+            store.audit("create_event", [rid], [k for k in rec if k != "id"], {"start": s, "end": f, "time_zone": tz})
             return view(rec, store.all("events"))
 
     @tool("calendar_update_event", hints(destructive=True, idempotent=True))
@@ -299,7 +299,8 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
                     changes[key] = value
             rec, changed = store.update("events", event_id, changes)
             if changed:
-                store.audit("update_event", [event_id], changed)
+                store.audit("update_event", [event_id], changed,
+                            {k: rec[k] for k in ("start", "end", "time_zone") if k in changed})
             return {**view(rec, store.all("events")), "changed": changed}
 
     @tool("calendar_cancel_event", hints(destructive=True, idempotent=True))
