@@ -65,7 +65,7 @@ def _escaped(text: str) -> str:
     return printable(text)
 
 
-async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None) -> ValidationReport:
+async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reuse: bool = True) -> ValidationReport:
     """Validate one spec in real sandboxes; never raises for a bad spec, reports it.
 
     The steps, in order: schema, build, oracle (with the judge note, the user's and the
@@ -76,11 +76,17 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None) -> Val
         path: A task folder, its ``task.yaml``, or a spec already loaded.
         judge: An LLM judge (``grading.judge.LLMJudge``) for the spec's ``judge`` checks and
             rules; without one they cannot be proven, and the report says so (step ``judge``).
+        reuse: Run the episodes one after another in one sandbox, reset between them and the
+            reset verified (``SandboxPool``: a failed or unverified reset replaces the sandbox,
+            one the agent broke is never reused); False starts a fresh sandbox per episode.
     """
+    from ..sandbox.pool import SandboxPool
+
     loaded, report = _schema(path)
     if loaded is None:
         return report
-    steps = _Steps(loaded, judge, report)
+    pool = SandboxPool(max_per_task=1, max_total=1) if reuse else None
+    steps = _Steps(loaded, judge, report, pool)
     try:
         await steps.build()
         oracle = await steps.oracle()
@@ -93,6 +99,9 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None) -> Val
     except CoworkError as exc:
         report.findings.append(Finding(step="run", ok=False, detail=f"{type(exc).__name__}: {exc}",
                                        hint="see the error; infrastructure problems are not spec problems"))
+    finally:
+        if pool is not None:
+            await pool.close()
     report.ok = all(f.ok for f in report.findings)
     return report
 
@@ -114,8 +123,8 @@ def _schema(path: str | Path | LoadedSpec) -> tuple[LoadedSpec | None, Validatio
 class _Steps:
     """The steps that run the spec in sandboxes, each adding its findings to one report."""
 
-    def __init__(self, loaded: LoadedSpec, judge: Any, report: ValidationReport):
-        self.loaded, self.spec, self.judge, self.report = loaded, loaded.spec, judge, report
+    def __init__(self, loaded: LoadedSpec, judge: Any, report: ValidationReport, pool: Any = None):
+        self.loaded, self.spec, self.judge, self.report, self.pool = loaded, loaded.spec, judge, report, pool
         self.image = ""
         #: Judge checks and rules: unproven without a judge.
         self.judged = [c for c in (*self.spec.checks, *self.spec.safety) if c.type == "judge"]
@@ -124,7 +133,8 @@ class _Steps:
         self.report.findings.append(Finding(**finding))
 
     async def _run(self, agent: str) -> EpisodeResult:
-        return await run_task(self.loaded, make_policy(agent, self.spec), image=self.image, judge=self.judge)
+        return await run_task(self.loaded, make_policy(agent, self.spec), image=self.image, judge=self.judge,
+                              pool=self.pool)
 
     async def build(self) -> None:
         """Step ``build``: the task's image builds."""
