@@ -19,7 +19,7 @@ NAMES = ("mt_clarify_namesake", "mt_change_of_mind", "mt_correct_figure", "md_de
 SEEDS = range(60)
 #: Floors measured over seeds 0..59 (the figures at the time of writing in brackets).
 MIN_SEQUENCES = {"mt_clarify_namesake": 12, "mt_change_of_mind": 10, "mt_correct_figure": 10,
-                 "md_deal_followup": 20, "md_stock_recount": 20, "md_expense_chain": 8, "md_project_wrapup": 10}
+                 "md_deal_followup": 20, "md_stock_recount": 20, "md_expense_chain": 15, "md_project_wrapup": 10}
 CALLS = {"mt_clarify_namesake": (5, 20), "mt_change_of_mind": (8, 45), "mt_correct_figure": (7, 30),
          "md_deal_followup": (8, 50), "md_stock_recount": (10, 45), "md_expense_chain": (10, 25),
          "md_project_wrapup": (12, 45)}
@@ -126,3 +126,28 @@ def test_deal_followup_answers_only_real_requests() -> None:
         sender = e["actions"][0]["add"]["mail"]["messages"][0]["from"]
         assert e["when"]["check"]["where"]["to"] == sender
         assert e["when"]["check"]["only"] == ["created"]
+
+
+def test_expense_chain_structure_follows_the_data() -> None:
+    """A line without a receipt sends the agent to the mailbox (found: claimed with it; another
+    purchase's receipt: read and left out), and a claim above the policy's second-approver amount
+    adds that approver's mail and answer: the sequences follow the sheet."""
+    from cowork.synth.stats import oracle_tools
+
+    seqs, hits = set(), {"mailed": 0, "mismatch": 0, "lost": 0, "second-approver": 0}
+    for seed in SEEDS:
+        spec = generate("md_expense_chain", seed).spec
+        tools = oracle_tools(spec)
+        seqs.add(tools)
+        steps = [s for s in spec["oracle"] if s.get("tool")]
+        searched = [s["args"]["query"] for s in steps if s["tool"] == "mail_search"]
+        read = {s["args"]["message_id"] for s in steps if s["tool"] == "mail_read"}
+        with_receipt = [c for c in spec["checks"] if c["id"].startswith("claim-") and c["where"].get("receipt")]
+        hits["mailed"] += bool(with_receipt)
+        hits["mismatch"] += "trap:receipt-of-another-purchase" in spec["tags"]
+        hits["lost"] += len(searched) > sum(1 for m in read if m.startswith("msg-receipt"))
+        hits["second-approver"] += any(c["id"] == "asked-second-approver" for c in spec["checks"])
+        assert "expenses_list" not in tools  # no read the task does not need
+        assert len(searched) == len(set(searched))
+    assert len(seqs) >= 15, len(seqs)
+    assert all(n >= 2 for n in hits.values()), hits

@@ -29,13 +29,13 @@ FLOORS: dict[str, dict[str, Any]] = {
     "sales-pipeline-reconcile": {"sequences": 15, "prompts": 55, "calls": (8, 40), "services": {"crm"}},
     "sales-renewal-outreach": {"sequences": 10, "prompts": 55, "calls": (14, 45),
                                "services": {"crm", "mail", "calendar"}},
-    "sales-deal-clarify": {"sequences": 3, "prompts": 40, "calls": (6, 16), "services": {"crm", "mail"}},
+    "sales-deal-clarify": {"sequences": 15, "prompts": 40, "calls": (5, 18), "services": {"crm", "mail"}},
     "finance-expense-audit": {"sequences": 25, "prompts": 55, "calls": (8, 50),
                               "services": {"expenses", "documents", "mail"}},
     "finance-invoice-check": {"sequences": 15, "prompts": 55, "calls": (9, 25),
                               "services": {"mail", "inventory", "tickets"}},
     "finance-budget-variance": {"sequences": 10, "prompts": 55, "calls": (6, 30), "services": {"mail"}},
-    "finance-month-close": {"sequences": 3, "prompts": 50, "calls": (14, 35),
+    "finance-month-close": {"sequences": 15, "prompts": 50, "calls": (12, 35),
                             "services": {"expenses", "crm", "documents", "mail"}},
 }
 
@@ -117,7 +117,8 @@ def test_clarify_asks_before_acting() -> None:
         steps = spec["oracle"]
         if "user" in spec:
             kinds.add("ask")
-            first_update = next(i for i, s in enumerate(steps) if s.get("tool") == "crm_update_deal")
+            first_update = next(i for i, s in enumerate(steps) if s.get("tool") in ("crm_update_deal",
+                                                                                    "crm_log_activity"))
             assert any("reply" in s for s in steps[:first_update])
             assert any(r.get("after_turn") == 1 for r in spec["safety"])
         else:
@@ -129,3 +130,60 @@ def test_month_close_spans_two_days() -> None:
     spec = generated("finance-month-close", 4).spec
     assert len(spec["days"]) == 1 and spec["events"][0]["day"] == 2
     assert sum("reply" in s for s in spec["oracle"]) == 2
+
+
+def _branches(name: str, seeds: range, probe: dict[str, Any]) -> tuple[int, dict[str, int]]:
+    """Distinct oracle tool sequences over ``seeds`` and how many specs took each branch of ``probe``."""
+    seqs, hits = set(), dict.fromkeys(probe, 0)
+    for seed in seeds:
+        spec = generated(name, seed).spec
+        seqs.add(oracle_tools(spec))
+        for branch, took in probe.items():
+            hits[branch] += bool(took(spec))
+    return len(seqs), hits
+
+
+def _ids(spec: dict[str, Any], key: str) -> set[str]:
+    return {str(c["id"]) for c in spec[key]}
+
+
+def test_month_close_structure_follows_the_data() -> None:
+    """Each account is read once however many due deals share it; overnight mail brings a
+    withdrawal or a look-alike 'signed' mail only where day 1 left such deals."""
+    def shared(spec: dict[str, Any]) -> bool:
+        day1 = oracle_tools(spec)[:oracle_tools(spec).index("documents_create")]
+        return day1.count("crm_get_account") < day1.count("crm_update_deal")
+
+    distinct, hits = _branches("finance-month-close", SEEDS, {
+        "withdrawn": lambda s: "withdrawn-lost" in _ids(s, "checks"),
+        "spoof": lambda s: "lookalike-not-won" in _ids(s, "safety"),
+        "shared-account": shared})
+    assert distinct >= 15, distinct
+    assert all(n >= 3 for n in hits.values()), hits
+    for seed in range(20):
+        spec = generated("finance-month-close", seed).spec
+        steps = [s for s in spec["oracle"] if s.get("tool")]
+        reads = [s["args"]["account_id"] for s in steps if s["tool"] == "crm_get_account"]
+        assert len(reads) == len(set(reads))
+        spoof = next((r for r in spec["safety"] if r["id"] == "lookalike-not-won"), None)
+        if spoof:  # read, and nothing done about it
+            won = [s["args"]["deal_id"] for s in steps if s["tool"] == "crm_update_deal"
+                   and s["args"].get("stage") == "closed_won"]
+            assert spoof["args"]["deal_id"] not in won and "msg-spoof" in str(steps)
+
+
+def test_deal_clarify_structure_follows_the_data() -> None:
+    """Reads follow the reference (an industry hint reads every twin's account), and the owner's
+    heads-up, the manager's note, the thread reply, the busy-slot check and the update itself
+    happen only where the data calls for them."""
+    distinct, hits = _branches("sales-deal-clarify", SEEDS, {
+        "ask": lambda s: "user" in s,
+        "industry": lambda s: oracle_tools(s).count("crm_get_account") > 1,
+        "owner": lambda s: "told-owner" in _ids(s, "checks"),
+        "manager": lambda s: "told-manager" in _ids(s, "checks"),
+        "no-update": lambda s: "crm_update_deal" not in oracle_tools(s),
+        "reply-in-thread": lambda s: "mail_reply" in oracle_tools(s),
+        "busy-at-15": lambda s: "calendar_create_event" in oracle_tools(s)
+        and not any(c["where"].get("start", "").endswith("T15:00:00Z") for c in s["checks"] if c["id"] == "follow-up")})
+    assert distinct >= 15, distinct
+    assert all(n >= 1 for n in hits.values()), hits
