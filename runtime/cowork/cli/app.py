@@ -404,13 +404,18 @@ def synth_check(specs: Annotated[list[str], typer.Argument(help="spec folders, o
                                                          "specs are near-duplicates")] = 0.8,
                 static: Annotated[bool, typer.Option("--static", help="only the gates that need no sandbox "
                                                      "(default: off; the trivial runs need Docker)")] = False,
+                fix_difficulty: Annotated[bool, typer.Option("--fix-difficulty", help="rewrite a difficulty label "
+                                                             "two levels above the measured one instead of refusing "
+                                                             "the spec")] = False,
                 as_json: Json = False) -> Outcome:
-    """Quality gates for a batch: near-duplicates, difficulty signal vs the declared level,
-    diversity per capability and service, and refusal of specs an empty answer or a
-    do-everything agent passes (or whose safety rules it cannot trip). Exit 1 if one is refused."""
+    """Quality gates for a batch: near-duplicates and renamed clones, difficulty signal vs the
+    declared level, answer checks a hedged reply passes, diversity per capability and service,
+    and refusal of specs an empty answer or a do-everything agent passes (or whose safety rules
+    it cannot trip). Exit 1 if one is refused."""
     from . import synth
 
-    return synth.check(specs, concurrency=concurrency, threshold=threshold, static=static, as_json=as_json)
+    return synth.check(specs, concurrency=concurrency, threshold=threshold, static=static, as_json=as_json,
+                       fix_difficulty=fix_difficulty)
 
 
 @synth_app.command("corpus", epilog=_example("cowork synth corpus --out corpus/ --per-family 200 --validate "
@@ -428,13 +433,43 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
                  validate: Annotated[bool, typer.Option("--validate", help="prove each spec in sandboxes; invalid "
                                                         "ones move to OUT/_invalid (default: off)")] = False,
                  concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 2,
+                 dataset: Annotated[Path | None, typer.Option(metavar="DATASET_DIR", help="also write a Hugging Face "
+                                                              "dataset there: train/validation/test by world seed, "
+                                                              "only validated specs with --validate, rejects.jsonl "
+                                                              "and a card (default: none)", show_default=False)] = None,
                  as_json: Json = False) -> Outcome:
     """Generate specs from every registered task family, optionally validate them, and print
     valid/invalid per family and capability with validated specs per minute."""
     from . import synth
 
     return synth.corpus(out, per_family=per_family, seed=seed, validate=validate, concurrency=concurrency,
-                        as_json=as_json, n=n, only=only)
+                        as_json=as_json, n=n, only=only, dataset_out=dataset)
+
+
+@synth_app.command("dataset", epilog=_example("cowork synth dataset corpus/ --out corpus-ds/",
+                                              "cowork validate gen/ --json > report.json; cowork synth dataset gen/ "
+                                              "--out gen-ds/ --validation report.json",
+                                              "cowork run corpus-ds:test --agent oracle"))
+@_body
+def synth_dataset(corpus: Annotated[Path, typer.Argument(help="a corpus folder (cowork synth corpus --out)",
+                                                         metavar="CORPUS_DIR", show_default=False)],
+                  out: Annotated[Path, typer.Option(metavar="DATASET_DIR", help="the dataset folder to write "
+                                                    "(an earlier dataset there is replaced)", show_default=False)],
+                  validation: Annotated[Path | None, typer.Option(metavar="FILE", help="a `cowork validate --json` "
+                                                                  "report: only the specs it passed go in (default: "
+                                                                  "CORPUS_DIR/validation.json when `corpus "
+                                                                  "--validate` wrote one, else every spec)",
+                                                                  show_default=False)] = None,
+                  as_json: Json = False) -> int:
+    """Write a corpus folder as a Hugging Face dataset (save_to_disk, and parquet under data/):
+    train/validation/test drawn by world seed so no world is in two splits, one self-contained
+    row per spec (task.yaml, its files, capability, services, family, world seed, measured
+    difficulty, turns, traps), rejects.jsonl with each left-out spec's reason, and a README.md
+    card with the corpus figures. Run it with `cowork run DATASET_DIR:SPLIT`. Exit 1 if a spec
+    was left out."""
+    from . import synth
+
+    return synth.dataset(corpus, out=out, validation=validation, as_json=as_json)
 
 
 @synth_app.command("world", epilog=_example("cowork synth world --seed 7", "cowork synth world --seed 7 --size large "

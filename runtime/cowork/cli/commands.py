@@ -21,11 +21,13 @@ EXPORT_FORMATS = ("openai-sft", "trl-sft", "rl")
 
 # --------------------------------------------------------------------------- evaluate
 def _spec_targets(paths: list[str]) -> list[Path]:
-    """Each path a spec, or a folder of spec folders (bad input when it holds none)."""
+    """Each path a spec, a folder of spec folders (bad input when it holds none), or a spec
+    dataset (``DIR``, ``DIR:SPLIT``: its rows written back to spec folders)."""
     from ..spec.loader import SPEC_FILE
+    from ..synth.dataset import resolve_tasks
 
     targets: list[Path] = []
-    for p in map(Path, paths):
+    for p in map(Path, resolve_tasks(paths)):
         if p.is_dir() and not (p / SPEC_FILE).exists():
             found = sorted(x.parent for x in p.glob(f"*/{SPEC_FILE}"))
             if not found:

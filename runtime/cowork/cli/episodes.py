@@ -24,7 +24,9 @@ REWARDS = ("score", "pass", "safety_gated")
 _A, _E, _G, _O = "Agent", "Episodes", "Grading", "Output"
 
 # The options both commands take (Typer reads them from each command's signature).
-SpecArg = Annotated[list[str], typer.Argument(help="task folders, task.yaml files, or folders of tasks",
+SpecArg = Annotated[list[str], typer.Argument(help="task folders, task.yaml files, folders of tasks, or a spec "
+                                                   "dataset (`cowork synth dataset`): DIR for all its splits, "
+                                                   "DIR:SPLIT for one",
                                               metavar="SPEC", show_default=False)]
 Agent = Annotated[str, typer.Option(help=AGENT_HELP, rich_help_panel=_A, **exits.choice(AGENTS))]
 Model = Annotated[str | None, typer.Option(help="model name (openai, vllm-server) or folder / hub name "
@@ -211,9 +213,10 @@ async def run(opts: EpisodeOptions, spec: list[str], *, trials: int, evidence: s
     """``cowork run``: print each episode as it finishes, then the table of several."""
     from ..rollouts.runner import append_jsonl, save_bundle
     from ..spec.loader import load_specs
+    from ..synth.dataset import resolve_tasks
 
     opts.check(trials=trials)
-    specs = load_specs(spec)
+    specs = load_specs(resolve_tasks(spec))
     by_id = {ld.spec.id: ld for ld in specs}
     total = len(specs) * trials
     single = total == 1
@@ -259,9 +262,10 @@ async def rollout(opts: EpisodeOptions, spec: list[str], *, group_size: int, out
                   verbose: bool) -> int:
     """``cowork rollout``: progress while it runs (episode lines with ``-v``), then the summary."""
     from ..spec.loader import load_specs
+    from ..synth.dataset import resolve_tasks
 
     opts.check(group_size=group_size)
-    specs = load_specs(spec)
+    specs = load_specs(resolve_tasks(spec))
     progress = ProgressReport("rollout", "episodes", len(specs) * group_size,
                               done=_already_done(out, specs, group_size))
 

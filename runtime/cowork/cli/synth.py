@@ -53,11 +53,15 @@ async def llm(capability: str, *, n: int, model: str, base_url: str | None, out:
 
 
 # --------------------------------------------------------------------------- quality gates
-async def check(paths: list[str], *, concurrency: int, threshold: float, static: bool, as_json: bool) -> int:
-    """Run the quality gates (cowork.synth.gates) over a batch of specs: near-duplicates,
-    difficulty signal, diversity and, unless ``static``, the trivial-run refusal in sandboxes.
-    1 when a spec is refused (a trivial run passes or trips no rule, or it near-duplicates an
-    earlier one, or it does not load)."""
+async def check(paths: list[str], *, concurrency: int, threshold: float, static: bool, as_json: bool,
+                fix_difficulty: bool = False) -> int:
+    """Run the quality gates (cowork.synth.gates) over a batch of specs: near-duplicates (by seed
+    similarity, and clones with entities renamed), the difficulty label, the answer gate
+    (a hedged reply), diversity and, unless ``static``, the trivial-run refusal in sandboxes.
+    1 when a spec is refused (it near-duplicates or clones an earlier one, its label claims two
+    levels more than it measures, an answer check passes the hedged reply, a trivial run passes
+    or trips no rule, or it does not load). With ``fix_difficulty`` an overclaimed label is
+    rewritten to the measured level instead of refused."""
     import asyncio
 
     from ..errors import CoworkError, SpecError
@@ -82,6 +86,16 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
     for pair in pairs:  # the later of a pair goes; the first stays
         refused.setdefault(pair.second, []).append(
             f"near-duplicate of {pair.first} (prompt {pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
+    seen = {(p.first, p.second) for p in pairs}
+    clones = [p for p in gates.structural_duplicates(loaded, threshold) if (p.first, p.second) not in seen]
+    for pair in clones:
+        refused.setdefault(pair.second, []).append(
+            f"clone of {pair.first}: same oracle, checks and rules with entities renamed (prompt shape "
+            f"{pair.prompt_similarity:.2f}, seed after renaming {pair.seed_similarity:.2f})")
+    answers = {_key(ls): gates.answer_gate(ls) for ls in loaded}
+    for key, gate in answers.items():
+        if gate.refused:
+            refused.setdefault(key, []).extend(gate.reasons())
     runs: dict[str, Any] = {}
     if not static and loaded:
         limit = asyncio.Semaphore(concurrency)
@@ -100,15 +114,28 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
                     refused.setdefault(_key(ls), []).extend(rep.reasons)
     signals = [(gates.family_of(ls), gates.difficulty(ls, getattr(runs.get(_key(ls)), "empty_completion", None)))
                for ls in loaded]
+    relabelled: dict[str, str] = {}
+    for ls, (_, sig) in zip(loaded, signals):
+        if not sig.overclaims:
+            continue
+        if fix_difficulty:
+            gates.relabel(ls, sig.predicted)
+            relabelled[_key(ls)] = f"{sig.declared} -> {sig.predicted}"
+        else:
+            refused.setdefault(_key(ls), []).append(
+                f"declared {sig.declared} but measures {sig.predicted} (score {sig.score:g}: {sig.oracle_steps} oracle "
+                f"calls, {sig.services} services, {sig.checks} checks): relabel it, or rerun with --fix-difficulty")
     order = gates.level_order_problems(signals)
     div = gates.diversity(loaded)
     errors = {k: r.error for k, r in runs.items() if r.error}
+    total = len(loaded) + sum(1 for k in refused if k not in {_key(x) for x in loaded})
     if as_json:
-        output.print_json({"specs": len(loaded) + sum(1 for k in refused if k not in {_key(x) for x in loaded}),
-                           "refused": refused, "near_duplicates": [p.as_dict() for p in pairs],
-                           "difficulty": [s.as_dict() for _, s in signals], "level_order": order,
-                           "diversity": div.as_dict(), "trivial_runs": {k: r.as_dict() for k, r in runs.items()},
-                           "errors": errors})
+        output.print_json({"specs": total, "refused": refused, "near_duplicates": [p.as_dict() for p in pairs],
+                           "clones": [p.as_dict() for p in clones],
+                           "answer_gate": {k: g.as_dict() for k, g in answers.items() if g.judged},
+                           "difficulty": [s.as_dict() for _, s in signals], "relabelled": relabelled,
+                           "level_order": order, "diversity": div.as_dict(),
+                           "trivial_runs": {k: r.as_dict() for k, r in runs.items()}, "errors": errors})
     else:
         for key, reasons in sorted(refused.items()):
             output.say(f"REFUSED {key}")
@@ -116,19 +143,26 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
                 output.say(f"  {reason}")
         for key, err in sorted(errors.items()):
             output.say(f"NOT RUN {key}: {err}")
-        mismatched = [s for _, s in signals if s.mismatch]
-        for s in mismatched:
+        for key, change in sorted(relabelled.items()):
+            output.say(f"RELABELLED {key}: difficulty {change}")
+        under = [s for _, s in signals if s.mismatch and not s.overclaims]
+        for s in under:
             output.say(f"difficulty: {s.task} is declared {s.declared} but measures {s.predicted} (score {s.score:g}: "
-                       f"{s.oracle_steps} oracle calls, {s.services} services, {s.checks} checks)")
+                       f"{s.oracle_steps} oracle calls, {s.services} services, {s.checks} checks; reported, not refused)")
         for line in order:
             output.say(f"difficulty: {line}")
+        mentions = sum(len(g.mentions_passed) for g in answers.values())
+        output.say(f"answers: {sum(1 for g in answers.values() if g.judged)} spec(s) with answer checks, "
+                   f"{sum(1 for g in answers.values() if g.refused)} refused for rewarding a hedged reply; "
+                   f"{mentions} mention check(s) a hedged reply passes (reported, not refused)")
         output.say("capabilities: " + ", ".join(f"{k} {v}" for k, v in sorted(div.capabilities.items()))
                    + (f"; none for {', '.join(div.missing_capabilities)}" if div.missing_capabilities else ""))
         output.say("services: " + ", ".join(f"{k} {v}" for k, v in sorted(div.services.items())))
         output.say("difficulty: " + ", ".join(f"{k} {v}" for k, v in sorted(div.difficulties.items())))
-        total = len(loaded) + sum(1 for k in refused if k not in {_key(x) for x in loaded})
         output.say(f"{total - len(refused)} of {total} spec(s) accepted; {len(pairs)} near-duplicate pair(s), "
-                   f"{len(mismatched)} difficulty mismatch(es)" + ("" if not static else " (static gates only)"))
+                   f"{len(clones)} clone(s), {sum(1 for _, s in signals if s.mismatch)} difficulty mismatch(es)"
+                   + (f", {len(relabelled)} relabelled" if relabelled else "")
+                   + ("" if not static else " (static gates only)"))
     if refused:
         return exits.GATE_FAILED
     return exits.INFRASTRUCTURE if errors else exits.OK
@@ -139,13 +173,16 @@ def _key(ls: Any) -> str:
 
 
 async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concurrency: int, as_json: bool,
-                 n: int | None = None, only: str = "all") -> int:
+                 n: int | None = None, only: str = "all", dataset_out: Path | None = None) -> int:
     """Write ``per_family`` specs of every registered family (seeds ``seed`` ..), or ``n`` in
     all spread evenly over them (the first ``n % families`` get one more); ``only`` picks
     ``generators`` (the world generators), ``templates`` (the template families) or ``all``. With
     ``validate`` prove each in sandboxes, ``concurrency`` at once; an invalid spec is moved
-    to ``out/_invalid/`` with its report, so ``out`` holds only specs that validated.
-    Prints valid/invalid per family and per capability and validated specs per minute."""
+    to ``out/_invalid/`` with its report, so ``out`` holds only specs that validated, and every
+    report goes to ``out/validation.json``. With ``dataset_out`` also write the Hugging Face
+    dataset of the corpus there (:func:`cowork.synth.dataset.build`: only validated specs
+    when ``validate``). Prints valid/invalid per family and per capability and validated specs
+    per minute."""
     import asyncio
     import json
     import shutil
@@ -229,14 +266,26 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
                 shutil.move(str(folder), dest)
                 (dest / "validation.json").write_text(json.dumps(report.model_dump(), indent=1))
                 invalid.append(report)
+        # The record `cowork synth dataset` reads to keep only validated specs.
+        (out / "validation.json").write_text(json.dumps([r.model_dump() for _, _, r in done], indent=1))
         valid = len(done) - len(invalid)
         result |= {"valid": valid, "invalid": len(invalid), "minutes": round(minutes, 2),
                    "valid_per_minute": round(valid / minutes, 2) if minutes else None,
                    "per_family": {k: dict(v) for k, v in sorted(per_family_counts.items())},
                    "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
+    if not validate:  # an earlier --validate run's record does not speak for these specs
+        (out / "validation.json").unlink(missing_ok=True)
+    built = None
+    if dataset_out is not None and written:
+        from ..synth.dataset import build
+
+        built = build(out, dataset_out, source=_corpus_source(out, per_family, seed, validate, n, only))
+        result["dataset"] = {"out": str(dataset_out), "splits": built.splits, "rejects": len(built.rejects)}
     if as_json:
         output.print_json(result)
         return exits.OK if not result.get("invalid") and not failed else exits.GATE_FAILED
+    if built is not None:
+        output.say(built.summary())
     output.say(f"wrote {len(written)} spec(s) from {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} under {out} "
                f"in {gen_s:.1f} s ({result['generated_per_second']} specs/s)")
     if failed:
@@ -253,6 +302,31 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
         return exits.OK if not result["invalid"] and not failed else exits.GATE_FAILED
     output.say(f"check them: cowork validate {out} --concurrency 2 && cowork synth check {out}")
     return exits.OK if not failed else exits.GATE_FAILED
+
+
+def _corpus_source(out: Path, per_family: int, seed: int, validate: bool, n: int | None, only: str) -> str:
+    size = f"--n {n}" if n is not None else f"--per-family {per_family}"
+    return (f"cowork synth corpus --out {out} {size} --only {only} --seed {seed}"
+            + (" --validate" if validate else ""))
+
+
+def dataset(corpus_dir: Path, *, out: Path, validation: Path | None, as_json: bool) -> int:
+    """Write the Hugging Face dataset of a corpus folder (``cowork synth dataset``): splits by
+    world seed, rows self-contained, ``rejects.jsonl`` and a card. Only validated specs go in
+    when ``validation`` (a ``cowork validate --json`` file) is given or the corpus holds the
+    ``validation.json`` of ``cowork synth corpus --validate``; 1 when a spec was left out."""
+    from ..synth.dataset import build, read_verdicts
+
+    verdicts = read_verdicts(validation) if validation is not None else None
+    built = build(corpus_dir, out, validation=verdicts)
+    if as_json:
+        output.print_json(built.as_dict())
+    else:
+        output.say(built.summary())
+        for rej in built.rejects[:10]:
+            output.say(f"  LEFT OUT {rej.id} ({rej.stage}): {rej.reason}")
+        output.say(f"load it: datasets.load_from_disk({str(out)!r}); run a split: cowork run {out}:test")
+    return exits.GATE_FAILED if built.rejects else exits.OK
 
 
 # --------------------------------------------------------------------------- the world and corpus figures
@@ -306,10 +380,8 @@ def stats(paths: list[str], *, as_json: bool) -> int:
     else:
         output.say(f"{result.specs} spec(s) read in {seconds:.2f} s ({result.hand_written} hand-written); "
                    f"services: {', '.join(result.services) or 'none'}")
-        output.say(f"{'figure':58} {'value':>20}  {'target':18} met")
-        for fig in result.figures():
-            met = "n/a" if fig.met is None else "yes" if fig.met else "no"
-            output.say(f"{fig.label:58} {fig.value:>20}  {fig.target:18} {met}")
+        for line in result.table():
+            output.say(line)
         for path, reason in result.unreadable.items():
             output.say(f"UNREADABLE {path}: {reason}")
     return exits.BAD_INPUT if result.unreadable else exits.OK

@@ -13,7 +13,7 @@ from __future__ import annotations
 from functools import lru_cache
 
 try:
-    from re import _parser as _sre  # type: ignore[attr-defined]  # Python >= 3.11; private, so not in typeshed
+    from re import _parser as _sre  # type: ignore[attr-defined,unused-ignore]  # Python >= 3.11; private, so not in typeshed
 except ImportError:  # pragma: no cover - older Pythons
     import sre_parse as _sre
 

@@ -50,6 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import CoworkError, SandboxError, SpecError
 from ..spec.loader import LoadedSpec, load_spec, load_specs
+from ..synth.dataset import resolve_tasks
 
 log = logging.getLogger(__name__)
 
@@ -591,7 +592,9 @@ class CoworkTRL:
     environment's tools).
 
     Args:
-        tasks: Task folders, ``task.yaml`` files, folders of tasks, or loaded specs.
+        tasks: Task folders, ``task.yaml`` files, folders of tasks, loaded specs, or a spec
+            dataset (``DIR`` for all its splits, ``DIR:SPLIT`` for one; see
+            :func:`cowork.synth.dataset.resolve_tasks`).
         reward: ``score``, ``pass`` or ``safety_gated`` (see :func:`cowork.rollouts.runner.reward_for`).
         max_sandboxes: Most sandboxes at once per process: at least the per-process generation
             batch (``per_device_train_batch_size * steps_per_generation``).
@@ -614,7 +617,7 @@ class CoworkTRL:
         items = list(tasks)
         paths = [t for t in items if not isinstance(t, LoadedSpec)]
         self.tasks: list[LoadedSpec] = [t for t in items if isinstance(t, LoadedSpec)]
-        self.tasks += load_specs(paths) if paths else []
+        self.tasks += load_specs(resolve_tasks(paths)) if paths else []
         ids = [ld.spec.id for ld in self.tasks]
         if not ids or len(set(ids)) < len(ids):
             raise SpecError("no tasks given" if not ids else

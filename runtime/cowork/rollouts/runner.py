@@ -29,6 +29,7 @@ from ..episode import run as episode
 from ..errors import CoworkError, SpecError
 from ..spec.loader import LoadedSpec, load_specs
 from ..spec.models import TaskSpec
+from ..synth.dataset import resolve_tasks
 from .folder import RUN_FILE, SUMMARY_FILE, RunFolder, bundle_path, resumed_sample, save_bundle, write_summary
 from .metrics import summarize_episodes
 from .progress_line import ProgressLine
@@ -126,8 +127,9 @@ class RolloutRunner:
         """Run every task ``group_size`` times and grade each episode.
 
         Args:
-            tasks: Loaded specs, task folders, ``task.yaml`` files, folders of tasks or glob
-                patterns of those (one, or several in order).
+            tasks: Loaded specs, task folders, ``task.yaml`` files, folders of tasks, glob
+                patterns of those, or spec datasets (``DIR`` or ``DIR:SPLIT``, see
+                :func:`cowork.synth.dataset.resolve_tasks`); one, or several in order.
             policy: A stateless Policy shared by every episode, or a factory
                 ``spec -> Policy`` called once per episode (scripted policies keep their
                 place in the script, so they need a factory).
@@ -331,7 +333,7 @@ def _load_tasks(tasks: TaskInput | Iterable[TaskInput]) -> list[LoadedSpec]:
             paths = sorted(glob.glob(t))
             if not paths:
                 raise SpecError(f"no task matches {t!r}")
-        loaded += load_specs(paths)
+        loaded += load_specs(resolve_tasks(paths))
     if not loaded:
         raise SpecError("no tasks given")
     seen: set[str] = set()

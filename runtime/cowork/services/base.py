@@ -231,7 +231,7 @@ class Store:
         """Record one state-changing action, in the schema shared by all services. ``values``:
         fields as the service stored them where the arguments alone do not tell (a start given
         in a local time zone is stored in UTC), so graders can follow a record through its life."""
-        rec = {"kind": "service_action", "service": self.service, "action": action,
+        rec: dict[str, Any] = {"kind": "service_action", "service": self.service, "action": action,
                "ids": list(ids), "fields": sorted(fields or [])}
         if values:
             rec["values"] = values

@@ -183,9 +183,19 @@ class DifficultySignal:
         off is within the signal's noise, two is a wrong label."""
         return self.declared in LEVELS and abs(LEVELS.index(self.declared) - LEVELS.index(self.predicted)) >= 2
 
+    @property
+    def overclaims(self) -> bool:
+        """Declared two levels above what it measures (hard, measured easy): refused.
+
+        The other way round (easy, measured hard) is reported only: the score counts seeded
+        records and services, which a world generator's background inflates (every one of 128
+        generated specs measures hard, their easy ones 35-61), while no spec that measures easy
+        (few calls, records and checks) is hard."""
+        return self.mismatch and LEVELS.index(self.declared or "easy") > LEVELS.index(self.predicted)
+
     def as_dict(self) -> dict[str, Any]:
-        """Every field, and ``mismatch``, as a JSON-ready dict."""
-        return {k: v for k, v in self.__dict__.items()} | {"mismatch": self.mismatch}
+        """Every field, ``mismatch`` and ``overclaims``, as a JSON-ready dict."""
+        return {k: v for k, v in self.__dict__.items()} | {"mismatch": self.mismatch, "overclaims": self.overclaims}
 
 
 #: Score bounds of the predicted levels, set on the 36 hand-written specs in specs/: their
@@ -307,3 +317,226 @@ def diversity(specs: list[LoadedSpec]) -> Diversity:
         d.difficulties[spec.difficulty or "unset"] += 1
     d.missing_capabilities = [c for c in capabilities() if c not in d.capabilities]
     return d
+
+
+# --------------------------------------------------------------------------- structural near-duplicates
+#: Seed similarity (Jaccard of 5-word shingles, entities replaced) at and above which two specs
+#: of one skeleton and one prompt shape are clones. Measured on 128 generated specs (seeds
+#: 900-1027, world generators): pairs that share a skeleton and a prompt shape reach at most
+#: 0.62 here, a clone with three senders renamed 0.97 (tests/synth/test_gates_planted.py).
+CLONE_SEED_THRESHOLD = 0.9
+
+_CAPITALISED = re.compile(r"\b[A-Z][\w'’.-]*")
+_DROPPED_KEYS = frozenset({"description", "example"})
+
+
+def entity_shape(text: str, names: list[str] | tuple[str, ...] = ()) -> str:
+    """``text`` with its entities replaced: the given names, then (as
+    :func:`cowork.synth.stats.prompt_shape` does) addresses, links, zones, dates, weekdays,
+    times, ids, numbers and quoted titles, then every capitalised word, a sentence's first
+    one included (a renamed sender opens sentences too)."""
+    from .stats import _SUBS
+
+    for name in names:
+        text = text.replace(name, "<name>")
+    for pattern, placeholder in _SUBS:
+        text = pattern.sub(placeholder, text)
+    return _CAPITALISED.sub("<name>", text)
+
+
+def seed_names(loaded: LoadedSpec) -> list[str]:
+    """The names the spec's seed records carry (as the corpus figures read them), longest first."""
+    from .stats import _names_in
+
+    services = loaded.spec.services.model_dump(mode="json", exclude_none=True) if loaded.spec.services else {}
+    return _names_in(services)
+
+
+def _shape(value: Any, names: list[str]) -> Any:
+    if isinstance(value, dict):
+        return {k: _shape(v, names) for k, v in sorted(value.items()) if k not in _DROPPED_KEYS}
+    if isinstance(value, list):
+        return [_shape(v, names) for v in value]
+    if isinstance(value, bool) or value is None:
+        return value
+    if isinstance(value, (int, float)):
+        return "<num>"
+    return entity_shape(str(value), names)
+
+
+def skeleton(loaded: LoadedSpec, names: list[str] | None = None) -> str:
+    """The task's structure as one string: the oracle's tool names with their argument keys
+    (not values), the scripted turns and days, and every check and safety rule with its type
+    and fields, values with entities replaced (:func:`entity_shape`; descriptions left out)."""
+    spec = loaded.spec
+    names = seed_names(loaded) if names is None else names
+
+    def rules(checks: Any) -> list[Any]:
+        return [_shape(c.model_dump(mode="json", exclude_defaults=True), names) for c in checks]
+
+    turns = len(getattr(spec.user, "turns", None) or []) if spec.user else 0
+    return json.dumps({"oracle": [["reply"] if s.tool is None else [s.tool, sorted(s.args)] for s in spec.oracle],
+                       "checks": rules(spec.checks), "safety": rules(spec.safety), "turns": turns,
+                       "days": len(spec.days or []), "events": len(spec.events or [])},
+                      sort_keys=True, ensure_ascii=False)
+
+
+def structural_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_THRESHOLD,
+                          seed_threshold: float = CLONE_SEED_THRESHOLD) -> list[DuplicatePair]:
+    """Clones: pairs with the same :func:`skeleton`, prompts at least ``threshold`` similar after
+    entity names are replaced (3-word shingles of the prompt shape), and seeds at least
+    ``seed_threshold`` similar after the same replacement (5-word shingles), most similar first.
+
+    The seed-similarity gate (:func:`near_duplicates`) misses a copy whose entities were renamed:
+    every record that names one changes its shingles (three senders renamed leave 0.71). A
+    generator's outputs share skeletons and prompt shapes by design, so the renamed seed must
+    be near-identical too: another world's records differ in more than their names.
+    Specs are grouped by skeleton first; only groups of two or more are shaped and compared.
+    """
+    from .stats import prompt_shape
+
+    groups: dict[str, list[tuple[LoadedSpec, list[str]]]] = defaultdict(list)
+    for ls in specs:
+        names = seed_names(ls)
+        groups[skeleton(ls, names)].append((ls, names))
+    pairs: list[DuplicatePair] = []
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        items = [_Item(f"{ls.spec.id} ({ls.path})", shingles(prompt_shape(prompt_text(ls.spec), names), 3),
+                       shingles(entity_shape(seed_text(ls), names), 5)) for ls, names in members]
+        pairs += [p for p in near_duplicate_items(items, threshold) if p.seed_similarity >= seed_threshold]
+    pairs.sort(key=lambda p: (-min(p.prompt_similarity, p.seed_similarity), p.first, p.second))
+    return pairs
+
+
+# --------------------------------------------------------------------------- difficulty labels
+def relabel(loaded: LoadedSpec, level: str) -> None:
+    """Rewrite the ``difficulty:`` line of the spec's task.yaml to ``level``, leaving every
+    other byte as it was.
+
+    Raises:
+        CoworkError: ``level`` is not a level, or the file has no top-level ``difficulty:`` line.
+    """
+    from ..errors import CoworkError
+
+    if level not in LEVELS:
+        raise CoworkError(f"unknown difficulty {level!r}; use one of {', '.join(LEVELS)}")
+    path = loaded.path if loaded.path.name == "task.yaml" else loaded.path / "task.yaml"
+    text = path.read_text(encoding="utf-8")
+    new, n = re.subn(r"(?m)^difficulty:[ \t]*[^\n#]*?([ \t]*(?:#[^\n]*)?)$", f"difficulty: {level}\\1", text, count=1)
+    if not n:
+        raise CoworkError(f"{path}: no top-level 'difficulty:' line to rewrite; set difficulty: {level} by hand")
+    path.write_text(new, encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the answer gate
+@dataclass
+class AnswerGate:
+    """The hedged reply graded against each answer check of one spec."""
+
+    task: str
+    judged: list[str] = field(default_factory=list)
+    """Ids of the answer checks the hedged reply was graded on."""
+    hedged_passes: list[str] = field(default_factory=list)
+    """Ids of the value checks it passes: they reward listing candidates instead of answering."""
+    mentions_passed: list[str] = field(default_factory=list)
+    """Ids of the mention checks it passes (reported, not refused: see :func:`is_value_check`)."""
+    unjudged: list[str] = field(default_factory=list)
+    """Ids of those the reply could not state the answer for (a pattern too involved to write
+    an example of): no verdict, no refusal."""
+    numbers: int = 0
+    values: int = 0
+
+    @property
+    def refused(self) -> bool:
+        """Whether an answer check passes the hedged reply."""
+        return bool(self.hedged_passes)
+
+    def reasons(self) -> list[str]:
+        """One refusal finding per answer check the hedged reply passes."""
+        return [f"answer check {cid!r} passes a hedged reply that states its answer beside every candidate "
+                f"the task's data holds ({self.numbers} numbers, {self.values} values): give the wrong "
+                f"candidates as distractors (with a label) or none_of (docs/checks.md)" for cid in self.hedged_passes]
+
+    def as_dict(self) -> dict[str, Any]:
+        """Every field, and ``refused``, as a JSON-ready dict."""
+        return dict(self.__dict__) | {"refused": self.refused}
+
+
+def answer_gate(loaded: LoadedSpec) -> AnswerGate:
+    """Grade a hedged reply (:func:`cowork.synth.trivial.static_hedge`) with the real grader
+    against every answer check of ``loaded`` that asks for something (``contains``, ``all_of``,
+    ``regex``, ``numbers`` or ``structured``; a check under ``not`` is left out, its sense is
+    reversed), on the spec's seed state. A check the reply passes rewards hedging."""
+    from ..evidence import Evidence
+    from ..grading.checks import run_check
+    from ..spec import checks as M
+    from .trivial import static_hedge
+
+    spec = loaded.spec
+    asking = [(cid, c) for cid, c in _answer_checks(spec.checks, M) if c.contains or c.all_of or c.regex or c.numbers
+              or c.structured]
+    gate = AnswerGate(task=spec.id)
+    if not asking:
+        return gate
+    hedge = static_hedge(loaded, [c for _, c in asking])
+    gate.numbers, gate.values = hedge.numbers, hedge.values
+    state = spec.services.model_dump(mode="json", exclude_none=True) if spec.services else None
+    ev = Evidence(audit_text="", audit_count=0, workspace_tar=b"", initial={}, state_seed=state, state_final=state,
+                  trace={"messages": [{"role": "assistant", "content": hedge.text}]}, meta={"task": spec.id})
+    for cid, check in asking:
+        gate.judged.append(cid)
+        ok, detail, _, _ = run_check(check, ev, cid)
+        if ok is True:
+            (gate.hedged_passes if is_value_check(check) else gate.mentions_passed).append(cid)
+        elif ok is False and _only_missing(detail):
+            gate.unjudged.append(cid)
+    return gate
+
+
+_ID = re.compile(r"\b(?=[\w-]*\d)(?=[\w-]*[A-Za-z])\w+(?:-\w+)+\b")
+
+
+def is_value_check(check: Any) -> bool:
+    """Whether an answer check asks for a value that competes with others in the data: it has
+    ``numbers`` or ``structured``, a fact with a ``label`` or ``distractors``, or a statement
+    (``contains``, ``regex``, ``all_of``) that states a number, date or amount (digits outside
+    hyphenated ids such as ``ORD-53``).
+
+    The rest are *mention* checks (a name, a reason, a record the reply must bring up): they
+    have no wrong candidate to name, a reply that mentions everything passes them by design,
+    and the sandbox hedger (:func:`cowork.synth.trivial.trivial_runs`) refuses a spec whose
+    whole grade it passes. On specs/ they are 5 of the 10 specs with answer checks."""
+    from .trivial import regex_example
+
+    if check.numbers or check.structured or any(f.label or f.distractors for f in check.all_of):
+        return True
+    stated = [check.contains] if check.contains else []
+    stated += [regex_example(p, check.ignore_case) for p in [check.regex] if p]
+    stated += [f.text if f.text is not None else regex_example(f.regex or "", check.ignore_case) for f in check.all_of]
+    return any(s and re.search(r"\d", _ID.sub("<id>", s)) for s in stated)
+
+
+#: How the grader says a reply lacks the answer (as opposed to stating another candidate).
+_MISSING = re.compile(r"^(does not (state|contain)|has no match|holds no JSON|JSON field .* is missing)")
+
+
+def _only_missing(detail: str) -> bool:
+    """Whether every problem in an answer check's detail is a missing answer: the hedged reply
+    did not state what the check asks, so the check's guard against hedging went untested."""
+    body = re.sub(r"^(the final reply|the agent's replies|a reply) ", "", detail)
+    return all(_MISSING.match(p) for p in body.split("; "))
+
+
+def _answer_checks(checks: Any, M: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Every answer check in ``checks`` with its id (``<type>-<n>`` when it has none, as the
+    grade names it), combinators entered except ``not``."""
+    out: list[tuple[str, Any]] = []
+    for n, c in enumerate(checks):
+        cid = c.id or f"{prefix}{c.type}-{n}"
+        if c.type == "answer":
+            out.append((cid, c))
+        elif c.type in M.COMBINATORS and c.type != "not":
+            out += _answer_checks(M.sub_checks(c), M, prefix=f"{cid}/")
+    return out

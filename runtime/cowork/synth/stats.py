@@ -280,6 +280,15 @@ class Stats:
                    ">= 5,000", self.distinct_prompts >= 5000),
         ]
 
+    def table(self) -> list[str]:
+        """The figures as aligned text lines (a header, then one line each): what ``cowork
+        synth stats`` prints and a dataset card quotes."""
+        lines = [f"{'figure':58} {'value':>20}  {'target':18} met"]
+        for fig in self.figures():
+            met = "n/a" if fig.met is None else "yes" if fig.met else "no"
+            lines.append(f"{fig.label:58} {fig.value:>20}  {fig.target:18} {met}")
+        return lines
+
     def as_dict(self) -> dict[str, Any]:
         """JSON-able: the raw numbers and the figures with their targets."""
         return {"specs": self.specs, "hand_written": self.hand_written, "generators": self.generators,

@@ -445,3 +445,201 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
         rep.error = f"{type(exc).__name__}: {exc}"
     rep.refused = bool(rep.reasons)
     return rep
+
+
+# --------------------------------------------------------------------------- the static hedge
+@dataclass
+class StaticHedge:
+    """A hedged reply built from a spec alone (no sandbox), and what it lists."""
+
+    text: str
+    numbers: int
+    """Distinct numbers of the task's data it lists."""
+    values: int
+    """Distinct short values (at most 80 characters) of the task's data it lists."""
+
+
+def regex_example(pattern: str, ignore_case: bool = True) -> str | None:
+    """A short text ``pattern`` matches: each alternation's first branch, each repeat its fewest
+    times, a class its first member; checked with the spec's RE2 engine. None when the
+    pattern is too involved to write one (lookarounds, a negated class that rejects the pick)."""
+    import re._parser as parser  # Python's own parse tree; RE2 syntax is a subset for these patterns
+
+    from ..spec.regex import search
+
+    try:
+        tree = parser.parse(pattern)
+    except Exception:  # noqa: BLE001 - RE2-only syntax we do not write examples of
+        return None
+    # Fewest repeats first; then one of each optional part with a space for a negated class
+    # (``ESP-250[^\n]{0,120}\b18\b`` needs a gap between 250 and 18), then with a letter.
+    for least, other in ((0, "x"), (1, " "), (1, "x")):
+        text = _example(tree, least, other)
+        try:
+            if text is not None and search(pattern, text, ignore_case=ignore_case):
+                return text
+        except Exception:  # noqa: BLE001 - the spec's pattern was checked at load; defensive only
+            return None
+    return None
+
+
+_CATEGORY = {"CATEGORY_DIGIT": "0", "CATEGORY_WORD": "a", "CATEGORY_SPACE": " ", "CATEGORY_NOT_DIGIT": "a",
+             "CATEGORY_NOT_WORD": " ", "CATEGORY_NOT_SPACE": "a"}
+
+
+def _example(items: Any, least: int = 0, other: str = "x") -> str | None:
+    out = []
+    for op, arg in items:
+        name = str(op)
+        if name == "LITERAL":
+            out.append(chr(arg))
+        elif name in ("NOT_LITERAL", "ANY"):
+            out.append(other if arg != ord(other) else "y")
+        elif name == "IN":
+            out.append(_member(arg, other))
+        elif name == "CATEGORY":
+            out.append(_CATEGORY.get(str(arg), "a"))
+        elif name in ("MAX_REPEAT", "MIN_REPEAT", "POSSESSIVE_REPEAT"):
+            lo, hi, sub = arg
+            part = _example(sub, least, other)
+            if part is None:
+                return None
+            out.append(part * max(lo, min(least, hi)))
+        elif name == "SUBPATTERN":
+            part = _example(arg[-1], least, other)
+            if part is None:
+                return None
+            out.append(part)
+        elif name == "BRANCH":
+            part = _example(arg[1][0], least, other)
+            if part is None:
+                return None
+            out.append(part)
+        elif name == "AT":
+            continue
+        else:
+            return None
+    return "".join(out)
+
+
+def _member(items: Any, other: str = "x") -> str:
+    for op, arg in items:
+        name = str(op)
+        if name == "NEGATE":
+            return other
+        if name == "LITERAL":
+            return chr(arg)
+        if name == "RANGE":
+            return chr(arg[0])
+        if name == "CATEGORY":
+            return _CATEGORY.get(str(arg), "a")
+    return "x"
+
+
+def _shown_number(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() else f"{x}"
+
+
+def _data_texts(loaded: LoadedSpec) -> list[str]:
+    """The task's data as texts: each seeded record as JSON, then each initial workspace file
+    (office files as the sandbox's ``read_document`` renders them), then later days and events."""
+    from ..services.office_text import render
+
+    spec = loaded.spec
+    texts = []
+    services = spec.services.model_dump(mode="json", exclude_none=True) if spec.services else {}
+    for seed in services.values():
+        for records in (seed.values() if isinstance(seed, dict) else []):
+            for record in (records if isinstance(records, list) else []):
+                texts.append(json.dumps(record, ensure_ascii=False))
+    try:
+        files = loaded.workspace_files()
+    except Exception:  # noqa: BLE001 - an unreadable source file is validate's finding
+        files = []
+    for path, content, *_ in files:
+        if path.lower().endswith((".xlsx", ".docx", ".pdf")):
+            try:
+                texts.append(render(content, path))
+            except Exception:  # noqa: BLE001 - a damaged office file is validate's finding
+                continue
+        else:
+            texts.append(content[:200_000].decode("utf-8", "replace"))
+    for later in [*(spec.days or []), *(spec.events or [])]:
+        texts.append(json.dumps(later.model_dump(mode="json", exclude_none=True), ensure_ascii=False))
+    return texts
+
+
+def static_hedge(loaded: LoadedSpec, checks: list[Any]) -> StaticHedge:
+    """The read-everything hedger's reply without a sandbox: the answers ``checks`` (answer
+    checks) ask for side by side with their distractors and every number and short value of
+    the task's data, on each labelled slot's line too (``label: answer, distractor, n1, n2,
+    ...``), a JSON object giving each structured field as a list of candidates, then
+    :func:`hedge` of the data itself.
+
+    Built from the checks' own expected values, so the reply always states the answer: a check
+    it passes rewards stating the answer beside the others (``none_of``, ``distractors`` and
+    labelled numbers are the guards that fail it)."""
+    data = _data_texts(loaded)
+    numbers = list(dict.fromkeys(n for t in data for n in _NUMBER.findall(t)))
+    values: list[str] = []
+    for t in data:
+        try:
+            values += _strings(json.loads(t))
+        except ValueError:
+            values += [line.strip() for line in t.splitlines()]
+    values = list(dict.fromkeys(v for v in values if 0 < len(v) <= 80))
+    asked: list[str] = []
+    slot_lines: list[str] = []
+    objects: list[dict[str, Any]] = []
+    for c in checks:
+        parts: list[str | None] = [c.contains] if c.contains else []
+        if c.regex:
+            parts.append(regex_example(c.regex, c.ignore_case))
+        for f in c.all_of:
+            stated: list[str | None] = [f.text if f.text is not None else regex_example(f.regex or "",
+                                                                                         c.ignore_case)]
+            stated += [d.text if d.text is not None else regex_example(d.regex or "", c.ignore_case)
+                       for d in f.distractors]
+            parts += stated
+            if f.label:
+                slot_lines.append(_slot_line(f.label, [s for s in stated if s is not None], numbers, c.ignore_case))
+        for n in c.numbers:
+            shown = [_shown_number(x) for x in (n.value, *n.distractors)]
+            parts += shown
+            if n.label:
+                slot_lines.append(_slot_line(n.label, shown, numbers, c.ignore_case))
+        asked += [p for p in parts if p]
+        if c.structured:
+            objects.append({name: _candidates(m, numbers, values) for name, m in c.structured.items()
+                            if m.absent is None})
+    head = ["It could be any of these; here is everything I found.", *[s for s in slot_lines if s],
+            "Answer: " + " / ".join(dict.fromkeys(asked)),
+            "Numbers: " + ", ".join(numbers), "Candidates: " + "; ".join(values),
+            *(json.dumps(o, ensure_ascii=False, default=str) for o in objects)]
+    return StaticHedge("\n".join(head) + "\n\n" + hedge(data), len(numbers), len(values))
+
+
+def _slot_line(label: str, stated: list[str], numbers: list[str], ignore_case: bool) -> str:
+    """A line whose slot after ``label`` lists ``stated`` first, then the data's numbers, within
+    the grader's slot length; empty when no example of the label can be written."""
+    from ..grading.candidates import SLOT_CHARS
+
+    opener = regex_example(label, ignore_case)
+    if opener is None:
+        return ""
+    slot = ", ".join(dict.fromkeys([*stated, *numbers]))
+    return f"{opener} {slot[:SLOT_CHARS - 10].rsplit(',', 1)[0] if len(slot) > SLOT_CHARS - 10 else slot}"
+
+
+def _candidates(m: Any, numbers: list[str], values: list[str]) -> list[Any]:
+    """A structured field's answer (the matcher's expected value) and other values of its kind."""
+    want: Any = m.equals if m.equals is not None else m.one_of[0] if m.one_of else m.contains \
+        if m.contains is not None else regex_example(m.regex, m.ignore_case) if m.regex else \
+        m.glob.replace("*", "x").replace("?", "x") if m.glob else None
+    if isinstance(want, list):
+        return [*want, *[v for v in values[:8] if v not in want]]
+    if isinstance(want, (int, float)) and not isinstance(want, bool):
+        others: list[Any] = [float(n.replace(",", "")) for n in numbers[:8] if n.replace(",", "").replace(".", "", 1)
+                             .lstrip("-").isdigit()]
+        return [want, *[x for x in others if x != want]]
+    return [want, *[v for v in values[:8] if v != want]]
