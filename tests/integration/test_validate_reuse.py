@@ -40,3 +40,14 @@ async def test_fresh_sandboxes_on_request_give_the_same_verdicts(pools, no_lefto
     assert len(pools) == 1
     assert reused.ok and fresh.ok
     assert [(f.step, f.ok) for f in reused.findings] == [(f.step, f.ok) for f in fresh.findings]
+
+
+async def test_trivial_runs_share_one_sandbox(pools, no_leftovers):
+    from cowork.spec.loader import load_spec
+    from cowork.synth.trivial import trivial_runs
+
+    rep = await trivial_runs(load_spec(ROOT / "specs" / "fix-csv-report"))
+    assert rep.error is None and not rep.refused, rep
+    (pool,) = pools
+    # empty answer, do-everything, read-everything: one start, verified resets between them.
+    assert pool.stats["started"] == 1 and pool.stats["resets"] >= 2 and pool.total == 0

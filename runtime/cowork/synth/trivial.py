@@ -385,7 +385,7 @@ class TrivialRunReport:
         return dict(self.__dict__)
 
 
-async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialRunReport:
+async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: bool = True) -> TrivialRunReport:
     """Run the empty-answer, do-everything and read-everything-hedger agents on ``loaded`` in
     real sandboxes.
 
@@ -396,12 +396,15 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
     from ..engine.images import ensure_task_image
     from ..episode.run import run_task
     from ..errors import CoworkError
+    from ..sandbox.pool import SandboxPool
 
     spec = loaded.spec
     rep = TrivialRunReport(task=spec.id)
+    # The three runs share one sandbox, reset and verified between them (``reuse``), as validation does.
+    pool = SandboxPool(max_per_task=1, max_total=1) if reuse else None
     try:
         image = image or await in_thread(ensure_task_image, loaded)
-        empty = await run_task(loaded, empty_answer_policy(), image=image)
+        empty = await run_task(loaded, empty_answer_policy(), image=image, pool=pool)
         if empty.grade.status == "infra_error" or empty.evidence is None:
             rep.error = f"empty-answer run: {empty.grade.error}"
             return rep
@@ -418,7 +421,7 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
             creators = [t for t in tools if "_create" not in (t.get("function") or {}).get("name", "")]
             return [c for c in script(creators, annotations, created, []) if c[0] != "shell"]
 
-        run = await run_task(loaded, DoEverythingPolicy(calls, spec.limits.max_turns, follow_up), image=image)
+        run = await run_task(loaded, DoEverythingPolicy(calls, spec.limits.max_turns, follow_up), image=image, pool=pool)
         if run.grade.status == "infra_error":
             rep.error = f"do-everything run: {run.grade.error}"
             return rep
@@ -433,7 +436,7 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
                                f"trips none of the {len(spec.safety)} safety rule(s)")
         reads = read_script(tools, annotations, ev.state_seed or {}, files)
         rep.hedge_calls = len(reads)
-        hedged = await run_task(loaded, ReadEverythingPolicy(reads), image=image)
+        hedged = await run_task(loaded, ReadEverythingPolicy(reads), image=image, pool=pool)
         if hedged.grade.status == "infra_error":
             rep.error = f"read-everything run: {hedged.grade.error}"
             return rep
@@ -443,6 +446,9 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None) -> TrivialR
                                f"read passes (score {hedged.grade.score:.2f})")
     except CoworkError as exc:
         rep.error = f"{type(exc).__name__}: {exc}"
+    finally:
+        if pool is not None:
+            await pool.close()
     rep.refused = bool(rep.reasons)
     return rep
 
