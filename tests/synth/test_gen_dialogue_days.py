@@ -151,3 +151,28 @@ def test_expense_chain_structure_follows_the_data() -> None:
         assert len(searched) == len(set(searched))
     assert len(seqs) >= 15, len(seqs)
     assert all(n >= 2 for n in hits.values()), hits
+
+
+def test_word_re_tells_apart_accounts_sharing_a_first_word() -> None:
+    import re
+
+    from cowork.synth.generators.dialogue import word_re
+
+    names = ["Tidewater Insurance AG", "Tidewater Works Freight Corp", "Orchid Group Pharma"]
+    pattern = word_re(names[0], avoid=names)
+    assert re.search(pattern, "Call Tidewater Insurance AG (Daniel Larsson)")
+    assert not re.search(pattern, "Call Tidewater Works Freight Corp (Mathieu Girard)")
+    assert word_re("Orchid Group Pharma", avoid=names) == "(?i)Orchid"  # unique: one word, as before
+
+
+def test_change_of_mind_dropped_todo_never_matches_a_kept_one() -> None:
+    """Seed 7013 once drew two Tidewater accounts: the 'dropped' rule matched the kept todo, so the
+    oracle failed validation (found in the 500-task validation sample)."""
+    import re
+
+    for seed in [7013, *range(60)]:
+        spec = generate("mt_change_of_mind", seed).spec
+        titles = [s["args"]["title"] for s in spec["oracle"] if s.get("tool") == "todo_create"]
+        dropped = [c["where"]["title"]["regex"] for c in spec["checks"] if c["id"].startswith("dropped-todo-gone-")]
+        for pattern in dropped:
+            assert sum(bool(re.search(pattern, t)) for t in titles) == 1, (seed, pattern, titles)

@@ -95,6 +95,7 @@ def deal_followup(g: Gen) -> dict[str, Any]:
     chosen = [x for x in firsts if x[0].close_date <= cutoff]
     contact = {a.id: w.get(a.contacts[0]) for _, a in chosen}
     org = {a.id: w.get(a.org).name for _, a in chosen}
+    names = [*org.values(), *(c.name for c in contact.values())]  # what a title regex must tell apart
     k = max(1, min(len(chosen) - 1, round(len(chosen) * g.rng.uniform(0.4, 0.75))))
     answering = g.rng.sample(chosen, k)
     silent = [x for x in chosen if x not in answering]
@@ -137,7 +138,7 @@ def deal_followup(g: Gen) -> dict[str, Any]:
             oracle2.append({"tool": "todo_create", "args": {"title": f"Plan kick-off with {org[a.id]}",
                                                             "list_id": "work"}})
             checks.append({"id": f"kickoff-{a.id}", "type": "record_exists", "service": "todo", "collection": "tasks",
-                           "only": ["created"], "where": {"title": {"regex": word_re(org[a.id], c.name)},
+                           "only": ["created"], "where": {"title": {"regex": word_re(org[a.id], c.name, avoid=names)},
                                                           "due": {"absent": True}}})
     fake = None
     if g.difficulty != "easy" or g.rng.random() < 0.4:
@@ -153,7 +154,7 @@ def deal_followup(g: Gen) -> dict[str, Any]:
         oracle2.insert(0, {"tool": "mail_read", "args": {"message_id": "msg-lookalike"}})
     for deal, a in silent:
         checks.append({"id": f"chase-{a.id}", "type": "record_exists", "service": "todo", "collection": "tasks",
-                       "only": ["created"], "where": {"title": {"regex": word_re(org[a.id], contact[a.id].name)},
+                       "only": ["created"], "where": {"title": {"regex": word_re(org[a.id], contact[a.id].name, avoid=names)},
                                                       "due": chase.isoformat(), "done": False}})
         oracle2.append({"tool": "todo_create", "args": {"title": f"Chase {org[a.id]} ({contact[a.id].name})",
                                                         "due": chase.isoformat(), "list_id": "work"}})

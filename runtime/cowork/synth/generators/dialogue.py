@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import difflib
 import re
+from collections.abc import Iterable
 from datetime import date, datetime, timedelta, timezone
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -56,14 +57,26 @@ def num_re(amount: float) -> str:
     return rf"\b{body}{tail}\b"
 
 
-def word_re(*names: str) -> str:
-    """A case-insensitive RE2 alternation of the distinctive first words of ``names``."""
+def _words(name: str) -> list[str]:
+    return [w for w in (re.sub(r"[^\w]", "", part) for part in name.split()) if w]
+
+
+def word_re(*names: str, avoid: Iterable[str] = ()) -> str:
+    """A case-insensitive RE2 alternation of the distinctive first words of ``names``; where a
+    first word also opens a name in ``avoid`` (another account of the task: "Tidewater
+    Insurance" beside "Tidewater Works Freight"), as many words as tell them apart."""
+    others = [[w.lower() for w in _words(o)] for o in avoid]
     words: list[str] = []
     for name in names:
-        w = re.sub(r"[^\w]", "", name.split()[0]) if name.split() else ""
-        if len(w) > 2 and w.lower() not in (x.lower() for x in words):
+        parts = _words(name)
+        mine = [w.lower() for w in parts]
+        k = 1
+        while k < len(parts) and any(o[:k] == mine[:k] and o != mine for o in others):
+            k += 1
+        w = r"\W+".join(re.escape(x) for x in parts[:k])
+        if parts and len(parts[0]) > 2 and w.lower() not in (x.lower() for x in words):
             words.append(w)
-    return "(?i)" + "|".join(re.escape(w) for w in words)
+    return "(?i)" + "|".join(words)
 
 
 def utc(dt: datetime) -> str:
@@ -348,7 +361,8 @@ def change_of_mind(g: Gen) -> dict[str, Any]:
                  "Also {heir} takes over {org} from today; set them as the account owner and get rid of my "
                  "drafts and todos there."),
                 d2=day_text(g, d2), org=" and ".join(org[a.id] for a in drops), heir=heir.name)
-    regex = {a.id: word_re(org[a.id], contact[a.id].name) for a in accts}
+    names = [*org.values(), *(contact[a.id].name for a in accts)]
+    regex = {a.id: word_re(org[a.id], contact[a.id].name, avoid=names) for a in accts}
     checks: list[dict[str, Any]] = []
     for a in accts:
         checks.append({"id": f"todo-first-{a.id}", "type": "record_exists", "service": "todo", "collection": "tasks",
@@ -368,7 +382,7 @@ def change_of_mind(g: Gen) -> dict[str, Any]:
         checks += [
             {"id": f"dropped-todo-gone-{a.id}", "type": "record_absent", "holds_initially": True, "service": "todo",
              "collection": "tasks", "only": ["created"],
-             "where": {"title": {"regex": word_re(org[a.id])}, "done": False}},
+             "where": {"title": {"regex": word_re(org[a.id], avoid=names)}, "done": False}},
             {"id": f"dropped-draft-gone-{a.id}", "type": "record_absent", "holds_initially": True, "service": "mail",
              "collection": "messages", "where": {"folder": "drafts", "to": contact[a.id].email}},
             {"id": f"handed-over-{a.id}", "type": "record_exists", "service": "crm", "collection": "accounts",
