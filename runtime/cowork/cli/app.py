@@ -500,6 +500,31 @@ def synth_stats(specs: Annotated[list[str], typer.Argument(help="spec folders, o
     return synth.stats(specs, as_json=as_json)
 
 
+@synth_app.command("evolve", epilog=_example("cowork rollout gen/ --out runs1/ --group-size 4; cowork synth evolve runs1/ "
+                                             "--specs gen/ --out gen2/ --seed 1"))
+@_body
+def synth_evolve(runs: Annotated[Path, typer.Argument(help="a rollout folder (cowork rollout --out)", metavar="RUNS",
+                                                      show_default=False)],
+                 out: Annotated[Path, typer.Option(help="folder to write the next round's <id>/task.yaml and "
+                                                   "evolve-report.json/.txt into", show_default=False)],
+                 specs: Annotated[Path | None, typer.Option(metavar="SPECS_DIR", help="the source tasks' folders, "
+                                                            "to copy kept ones as they are (default: generated "
+                                                            "tasks are generated again)", show_default=False)] = None,
+                 seed: Annotated[int, typer.Option(help="decides every fresh seed (same seed, same round)")] = 0,
+                 variants: Annotated[int, typer.Option(help="new tasks per harder or easier task")] = 1,
+                 harder_at: Annotated[float, typer.Option(help="pass rate at or above which a task gets harder")] = 0.9,
+                 easier_at: Annotated[float, typer.Option(help="pass rate at or below which a task gets easier")] = 0.0,
+                 as_json: Json = False) -> Outcome:
+    """Evolve a corpus from a rollout: tasks passed >= 90 % of the time get harder variants of
+    their family (next difficulty up, fresh seed), tasks never passed easier ones (next
+    difficulty down), the rest are kept; each new task is validated, an invalid one left out
+    with its reason. Writes a report per source task. Exit 1 if a new task was left out."""
+    from . import synth
+
+    return synth.evolve(runs, out=out, specs=specs, seed=seed, variants=variants, harder_at=harder_at,
+                        easier_at=easier_at, as_json=as_json)
+
+
 spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)
 images_app = typer.Typer(help="Image utilities.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec", rich_help_panel=MAINTENANCE)

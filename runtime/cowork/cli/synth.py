@@ -385,3 +385,22 @@ def stats(paths: list[str], *, as_json: bool) -> int:
         for path, reason in result.unreadable.items():
             output.say(f"UNREADABLE {path}: {reason}")
     return exits.BAD_INPUT if result.unreadable else exits.OK
+
+
+# --------------------------------------------------------------------------- environment evolution
+async def evolve(runs: Path, *, out: Path, specs: Path | None, seed: int, variants: int, harder_at: float,
+                 easier_at: float, as_json: bool) -> int:
+    """The next round of tasks from a rollout folder's pass rates (``cowork synth evolve``):
+    harder variants of the tasks passed at least ``harder_at`` of the time, easier ones of those
+    passed at most ``easier_at``, the rest kept; each new task validated. Exit 1 when a new task
+    was left out."""
+    from ..synth.evolve import REPORT_JSON, REPORT_TEXT, Evolver
+
+    report = await Evolver(runs, out, specs=specs, seed=seed, variants=variants, harder_at=harder_at,
+                           easier_at=easier_at).run()
+    if as_json:
+        output.print_json(report.model_dump())
+    else:
+        output.say(report.summary())
+        output.say(f"report: {out / REPORT_JSON} and {out / REPORT_TEXT}; next: cowork rollout {out} --out RUNS2")
+    return exits.GATE_FAILED if report.counts["rejected"] else exits.OK
