@@ -201,13 +201,10 @@ class TestAnswerGate:
         assert regex_example(r"ESP-250[^\n]{0,120}\b18\b") == "ESP-250 18"
         assert regex_example(r"(?=x)y") is None
 
-    def test_curated_specs_refused_by_the_answer_gate_are_the_known_four(self):
-        """Each has a number or date answer with a wrong candidate in its data and no guard on
-        that check (reported in the issue, specs/ left as they are)."""
-        refused = {load_spec(p).spec.id: gates.answer_gate(load_spec(p)).hedged_passes for p in SPECS}
-        assert {k: v for k, v in refused.items() if v} == {
-            "crm-report-answer-numbers": ["figures-by-stage", "usd-deal-mentioned"],
-            "inventory-reorder-low-stock": ["reply-lists-order"],
-            "office-contract-renewal-terms": ["told-deadline"],
-            "thread-pricing-decision-revised": ["told-the-user"],
-        }
+    def test_no_curated_answer_check_rewards_a_hedge(self):
+        """The four the gate first refused (crm-report-answer-numbers, inventory-reorder-low-stock,
+        office-contract-renewal-terms, thread-pricing-decision-revised) now declare their wrong
+        candidates; every answer check of specs/ fails the hedged reply."""
+        judged = {load_spec(p).spec.id: gates.answer_gate(load_spec(p)) for p in SPECS}
+        assert {k: g.hedged_passes for k, g in judged.items() if g.hedged_passes} == {}
+        assert {"crm-report-answer-numbers", "thread-pricing-decision-revised"} <= {k for k, g in judged.items() if g.judged}
