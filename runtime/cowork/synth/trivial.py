@@ -318,17 +318,23 @@ def read_script(tools: list[dict[str, Any]], annotations: dict[str, dict[str, An
     return calls[:CALLS_IN_ALL]
 
 
+def _numbers_and_values(texts: list[str], pieces: Callable[[str], list[str]]) -> tuple[list[str], list[str]]:
+    """Every number in ``texts``, and every short value: a JSON text's strings, else ``pieces``
+    of the text (words or lines); both without repeats, in order."""
+    numbers = list(dict.fromkeys(n for t in texts for n in _NUMBER.findall(t)))
+    values: list[str] = []
+    for t in texts:
+        try:
+            values += _strings(json.loads(t))
+        except ValueError:
+            values += pieces(t)
+    return numbers, list(dict.fromkeys(v for v in values if 0 < len(v) <= 80))
+
+
 def hedge(results: list[str]) -> str:
     """The hedger's answer: every result it read, then every number and every candidate value
     in them listed side by side (cut at ``HEDGE_CHARS``)."""
-    numbers = list(dict.fromkeys(n for r in results for n in _NUMBER.findall(r)))
-    values: list[str] = []
-    for r in results:
-        try:
-            values += _strings(json.loads(r))
-        except ValueError:
-            values += r.split()
-    values = list(dict.fromkeys(v for v in values if 0 < len(v) <= 80))
+    numbers, values = _numbers_and_values(results, str.split)
     text = ("It could be any of these; here is everything I found.\n\n"
             + "Numbers: " + ", ".join(numbers) + "\n\nCandidates: " + "; ".join(values) + "\n\n"
             + "\n\n".join(results))
@@ -586,14 +592,7 @@ def static_hedge(loaded: LoadedSpec, checks: list[Any]) -> StaticHedge:
     it passes rewards stating the answer beside the others (``none_of``, ``distractors`` and
     labelled numbers are the guards that fail it)."""
     data = _data_texts(loaded)
-    numbers = list(dict.fromkeys(n for t in data for n in _NUMBER.findall(t)))
-    values: list[str] = []
-    for t in data:
-        try:
-            values += _strings(json.loads(t))
-        except ValueError:
-            values += [line.strip() for line in t.splitlines()]
-    values = list(dict.fromkeys(v for v in values if 0 < len(v) <= 80))
+    numbers, values = _numbers_and_values(data, lambda t: [line.strip() for line in t.splitlines()])
     asked: list[str] = []
     slot_lines: list[str] = []
     objects: list[dict[str, Any]] = []
