@@ -17,7 +17,7 @@ from docker.types import Mount, Ulimit
 
 from .. import settings
 from ..errors import SandboxError
-from ..formats import AGENT_GID, AGENT_UID, RUN_DIR
+from ..formats import AGENT_GID, AGENT_UID, RUN_DIR, TASK_DIR
 from ..sandbox.backend import Started
 from ..spec.models import Limits
 from . import labels as L
@@ -120,13 +120,16 @@ def _meminfo(limits: Limits) -> str:
 
 
 def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = False,
-                    runtime: str | None = None, environment: dict[str, str] | None = None) -> Started:
+                    runtime: str | None = None, environment: dict[str, str] | None = None,
+                    task_bundle: str | Path | None = None) -> Started:
     """Start a hardened sandbox container.
 
     Network none, all capabilities dropped but SERVER_CAPS, no-new-privileges,
     read-only root filesystem with tmpfs /workspace and /tmp, memory/pids/cpu limits
     (memory: see :func:`container_memory_mb`), bounded tmpfs inodes, host facts in /proc
     masked, an init process, owner labels, and the run dir bind-mounted at /run/cowork.
+    ``task_bundle``: a task layer written as a folder (``images.write_task_bundle``), mounted
+    read-only at the task folder instead of baked into ``image``.
 
     Raises:
         SandboxError: when Docker refuses to create or start it, or the run root is unsafe.
@@ -156,7 +159,9 @@ def start_container(image: str, task_id: str, limits: Limits, *, keep: bool = Fa
                 "/tmp": f"rw,exec,nosuid,nodev,size={disk},nr_inodes={inodes},mode=1777",
             },
             mounts=[Mount(target=RUN_DIR, source=str(run_dir), type="bind", read_only=False),
-                    Mount(target="/proc/meminfo", source=str(meminfo), type="bind", read_only=True)],
+                    Mount(target="/proc/meminfo", source=str(meminfo), type="bind", read_only=True),
+                    *([Mount(target=TASK_DIR, source=str(task_bundle), type="bind", read_only=True)]
+                      if task_bundle is not None else [])],
             mem_limit=memory,
             memswap_limit=memory,
             pids_limit=limits.pids,

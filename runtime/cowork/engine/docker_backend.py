@@ -26,9 +26,11 @@ class DockerBackend:
         self.runtime = runtime
 
     def start(self, image: str, task_id: str, limits: Limits, *, keep: bool = False,
-              environment: dict[str, str] | None = None) -> Started:
-        """Start a hardened container from ``image`` under this runtime; returns its id, name and run dir."""
-        return start_container(image, task_id, limits, keep=keep, runtime=self.runtime, environment=environment)
+              environment: dict[str, str] | None = None, task_bundle: str | Path | None = None) -> Started:
+        """Start a hardened container from ``image`` under this runtime (the task layer mounted from
+        ``task_bundle`` when given); returns its id, name and run dir."""
+        return start_container(image, task_id, limits, keep=keep, runtime=self.runtime, environment=environment,
+                               task_bundle=task_bundle)
 
     def inspect(self, container_id: str) -> ContainerState:
         """The container's state (``exists=False`` once it is gone).

@@ -285,6 +285,62 @@ def _task_context(loaded: LoadedSpec, base: str) -> tuple[bytes, str]:
     return buf.getvalue(), h.hexdigest()[:16]
 
 
+def write_task_bundle(loaded: LoadedSpec, root: Path, sandbox_image: str | None = None) -> tuple[str, Path]:
+    """Write the task layer as a folder to bind-mount, read-only, at ``TASK_DIR``: no image build.
+
+    Specs that differ only in data (a generator's 1,000 specs) then all run on the sandbox
+    image. The folder holds what the task image would (``task.json`` and ``seed/``), root's
+    alone as there (folders 0700, files 0600), so the agent's uid cannot read the seed of a
+    root-only file or the service records; the mount is read-only, so the server cannot change
+    it either. Written once per content hash under ``root`` (a folder of the caller's).
+
+    Returns:
+        The sandbox image to start and the bundle folder.
+
+    Raises:
+        ImageError: when this process is not root: the files would belong to a uid that may be
+            the agent's in the container (an image build is the way then).
+    """
+    if os.geteuid() != 0:
+        raise ImageError("task bundles need the host process to run as root (the seed must be root's inside "
+                         "the sandbox); use task images instead (the default)")
+    base = sandbox_image or ensure_sandbox_image()
+    context, digest = _task_context(loaded, base)
+    dest = root / digest
+    if dest.is_dir():
+        return base, dest
+    root.mkdir(mode=0o700, parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{digest}.", dir=root))  # 0700, then renamed into place whole
+    try:
+        with tarfile.open(fileobj=io.BytesIO(context)) as tar:
+            for member in tar.getmembers():
+                if not member.name.startswith("task/"):
+                    continue
+                rel = member.name[len("task/"):]
+                target = tmp / rel
+                if ".." in Path(rel).parts or not target.resolve().is_relative_to(tmp.resolve()):
+                    raise ImageError(f"task {loaded.spec.id}: a seed path leaves the bundle: {rel!r}")
+                if member.isdir():
+                    target.mkdir(mode=0o700, exist_ok=True)
+                    continue
+                target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+                data = tar.extractfile(member)
+                assert data is not None
+                fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+                with os.fdopen(fd, "wb") as fh:
+                    shutil.copyfileobj(data, fh)
+        for folder, dirs, _ in os.walk(tmp):  # mkdir's mode passes through the umask: set it
+            os.chmod(folder, 0o700)
+        try:
+            tmp.rename(dest)
+        except OSError:  # another writer put the same content there first
+            if not dest.is_dir():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return base, dest
+
+
 def spec_hash(loaded: LoadedSpec, base: str) -> str:
     """Content hash of everything that goes into the task image."""
     return _task_context(loaded, base)[1]

@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 #: The name start_container gives a run dir (``uuid4().hex[:12]``); nothing else is touched.
 RUN_DIR_NAME = re.compile(r"[0-9a-f]{12}")
+#: A pool's folder of task bundles under ``<run root>/bundles``: the owner's pid and a tag.
+BUNDLE_SET_NAME = re.compile(r"(\d+)-[0-9a-f]{8}")
 #: A run dir younger than this may belong to a container being created right now by another
 #: process (the dir is made first, the container a moment later), so it is left alone. Above
 #: the Docker client's 120 s timeout, so no creation still under way can be older.
@@ -36,7 +38,7 @@ class Reaped:
     containers: list[str] = field(default_factory=list)
     """Names of the removed containers."""
     run_dirs: list[str] = field(default_factory=list)
-    """Paths of the removed orphaned run dirs."""
+    """Paths of the removed orphaned run dirs (and task bundle folders of dead pools)."""
 
 
 def managed_containers() -> list:
@@ -101,8 +103,41 @@ def sweep(include_kept: bool = False, everything: bool = False,
     # Listed again after the removals: every container that exists now keeps its run dir,
     # and one created after this listing has a run dir younger than min_age_s.
     in_use = {Path((c.labels or {}).get(L.RUN_DIR, "")).name for c in managed_containers()}
-    done.run_dirs = _orphaned_run_dirs(in_use, min_age_s)
+    done.run_dirs = _orphaned_run_dirs(in_use, min_age_s) + _orphaned_bundles(min_age_s)
     return done
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
+
+
+def _orphaned_bundles(min_age_s: float) -> list[str]:
+    """Task bundle folders (``SandboxPool(bundles=True)``) whose process is gone."""
+    root = run_root() / "bundles"
+    removed: list[str] = []
+    if not root.is_dir():
+        return removed
+    now = time.time()
+    for entry in os.scandir(root):
+        m = BUNDLE_SET_NAME.fullmatch(entry.name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            st = os.lstat(entry.path)
+        except FileNotFoundError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or now - st.st_mtime < min_age_s:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        if not os.path.lexists(entry.path):
+            removed.append(entry.path)
+    return removed
 
 
 def _orphaned_run_dirs(in_use: set[str], min_age_s: float) -> list[str]:

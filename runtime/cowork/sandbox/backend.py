@@ -55,8 +55,11 @@ class SandboxBackend(Protocol):
     name: str
 
     def start(self, image: str, task_id: str, limits: Limits, *, keep: bool = False,
-              environment: dict[str, str] | None = None) -> Started:
-        """Start a hardened container from ``image``; returns its id, name and run dir."""
+              environment: dict[str, str] | None = None, task_bundle: str | Path | None = None) -> Started:
+        """Start a hardened container from ``image``; returns its id, name and run dir. With
+        ``task_bundle`` (a folder from ``engine.images.write_task_bundle``) the task layer is
+        mounted read-only at ``formats.TASK_DIR`` instead of being in the image; a backend that
+        cannot mount one raises SandboxError."""
         ...
 
     def inspect(self, container_id: str) -> ContainerState:

@@ -31,6 +31,8 @@ log = logging.getLogger(__name__)
 #: Seconds ``acquire`` waits for a running reset of the task before it starts a sandbox
 #: instead (when there is room).
 RESET_WAIT_S = 1.0
+#: The folder under the run root holding the pools' task bundles, one folder per pool.
+BUNDLES = "bundles"
 
 
 @dataclass
@@ -39,6 +41,8 @@ class _TaskSlots:
 
     loaded: LoadedSpec
     image: str | None = None
+    bundle: Path | None = None
+    """The task layer as a mounted folder (pools made with ``bundles=True``)."""
     warm: collections.deque = field(default_factory=collections.deque)
     busy: set = field(default_factory=set)
     starting: int = 0
@@ -67,6 +71,10 @@ class SandboxPool:
         idle_timeout_s: Warm sandboxes unused this long are closed.
         backend: Where sandboxes run (a name from ``cowork.sandbox.backend`` or an instance).
         ready_timeout: Seconds a starting sandbox may take to answer.
+        bundles: Mount each task's layer from a folder (``engine.images.write_task_bundle``)
+            on the sandbox image instead of building a task image: specs that differ only in
+            data share one image, and a spec costs no build. The folders are the pool's and go
+            when it closes (a dead process's go with ``cowork gc``). Needs a root host process.
 
     Raises (from its methods):
         SandboxError: naming the task and the step that failed (start, health check, reset).
@@ -74,7 +82,7 @@ class SandboxPool:
 
     def __init__(self, *, max_per_task: int = 8, max_total: int = 32, target_per_task: int = 0,
                  max_uses: int = 100, idle_timeout_s: float = 300.0, backend: Any = None,
-                 ready_timeout: float = 60.0):
+                 ready_timeout: float = 60.0, bundles: bool = False):
         if max_per_task < 1 or max_total < 1 or max_uses < 1:
             raise ValueError("max_per_task, max_total and max_uses must be at least 1")
         self.max_per_task = max_per_task
@@ -84,6 +92,8 @@ class SandboxPool:
         self.idle_timeout_s = idle_timeout_s
         self.backend = backend
         self.ready_timeout = ready_timeout
+        self.bundles = bundles
+        self._bundle_root: Path | None = None
         self._tasks: dict[str, _TaskSlots] = {}
         self._specs: dict[str, LoadedSpec] = {}
         self._owner: dict[str, _TaskSlots] = {}
@@ -162,6 +172,20 @@ class SandboxPool:
                 return sb
             async with cond:  # full: wait for a release, a reset or a removal
                 await cond.wait()
+
+    async def prepare(self, spec: LoadedSpec | str | os.PathLike) -> tuple[str, Path | None]:
+        """Build the task's image (or write its bundle) now, before any sandbox.
+
+        Returns:
+            The image its sandboxes start from, and the bundle folder mounted on it (None when
+            the task layer is in the image).
+
+        Raises:
+            ImageError: the build failed (naming the task).
+        """
+        slots = await self._slots(spec)
+        assert slots.image is not None
+        return slots.image, slots.bundle
 
     async def release(self, sb: Sandbox, *, discard_evidence: bool = False) -> None:
         """Give ``sb`` back: it is reset and verified in the background, then warm again.
@@ -255,6 +279,10 @@ class SandboxPool:
             slots.warm.clear()
             slots.busy.clear()
         await asyncio.gather(*(sb.stop() for sb in doomed), return_exceptions=True)
+        if self._bundle_root is not None:
+            import shutil
+
+            shutil.rmtree(self._bundle_root, ignore_errors=True)
         if self._cond is not None:
             async with self._cond:
                 self._cond.notify_all()
@@ -291,11 +319,26 @@ class SandboxPool:
             slots = self._tasks[key] = _TaskSlots(loaded=loaded, target=self.target_per_task)
         if slots.image is None:
             try:
-                slots.image = await in_thread(ensure_task_image, loaded)
+                if self.bundles:
+                    from ..engine.images import write_task_bundle
+
+                    slots.image, slots.bundle = await in_thread(write_task_bundle, loaded, self._bundles())
+                else:
+                    slots.image = await in_thread(ensure_task_image, loaded)
             except Exception as exc:
                 raise type(exc)(f"task {loaded.spec.id}: image build failed: {exc}") from exc
         self._condition()
         return slots
+
+    def _bundles(self) -> Path:
+        """This pool's folder of task bundles (under the run root, named by this process)."""
+        if self._bundle_root is None:
+            import uuid
+
+            from ..engine.container import run_root
+
+            self._bundle_root = run_root() / BUNDLES / f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        return self._bundle_root
 
     def _room(self, slots: _TaskSlots) -> bool:
         return slots.total < self.max_per_task and self.total < self.max_total
@@ -319,7 +362,7 @@ class SandboxPool:
         spec_id = slots.loaded.spec.id
         try:
             sb = await Sandbox.start(slots.loaded, image=slots.image, backend=self.backend,
-                                     ready_timeout=self.ready_timeout)
+                                     ready_timeout=self.ready_timeout, bundle=slots.bundle)
         except SandboxError as exc:
             raise SandboxError(f"task {spec_id}: sandbox start failed: {exc}") from exc
         try:

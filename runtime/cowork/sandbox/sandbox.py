@@ -93,7 +93,8 @@ class Sandbox:
     @classmethod
     async def start(cls, spec: LoadedSpec | str | os.PathLike, *, image: str | None = None,
                     ready_timeout: float = 60.0, keep: bool = False, runtime: str | None = None,
-                    seed: int | None = None, backend: "str | SandboxBackend | None" = None) -> "Sandbox":
+                    seed: int | None = None, backend: "str | SandboxBackend | None" = None,
+                    bundle: str | os.PathLike | None = None) -> "Sandbox":
         """Build the task image if needed, start a hardened container, wait until MCP answers.
 
         Args:
@@ -106,6 +107,8 @@ class Sandbox:
                 ``gvisor``, or a registered one) or a backend instance; default
                 ``settings.sandbox_backend``.
             seed: Episode seed for fault injection (default: the spec's fault seed).
+            bundle: The task layer as a folder (``engine.images.write_task_bundle``), mounted
+                read-only instead of built into an image; ``image`` is then the sandbox image.
 
         Raises:
             SpecError: the spec is invalid.
@@ -121,12 +124,16 @@ class Sandbox:
         engine = DockerBackend(runtime) if runtime is not None and backend is None else get_backend(backend)
         loaded = spec if isinstance(spec, LoadedSpec) else load_spec(spec)
         await _sweep_once(reap, in_thread)
+        if bundle is not None and not image:
+            raise SandboxError("a task bundle needs the sandbox image to start (image=...)")
         tag = image if image else await in_thread(ensure_task_image, loaded)
+        extra: dict[str, Any] = {"task_bundle": os.fspath(bundle)} if bundle is not None else {}
         # Starting is CPU-bound (the server's imports): a bounded number at a time, so that a
         # burst of starts queues instead of every one of them running past its ready timeout.
         async with _start_slots():
             started = await in_thread(engine.start, tag, loaded.spec.id, loaded.spec.limits, keep=keep,
-                                      environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None)
+                                      environment={"COWORK_EPISODE_SEED": str(seed)} if seed is not None else None,
+                                      **extra)
             sb = cls(loaded, tag, started.container_id, started.name, started.run_dir, backend=engine)
             try:
                 await sb._wait_ready(ready_timeout)
