@@ -433,6 +433,13 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
                  validate: Annotated[bool, typer.Option("--validate", help="prove each spec in sandboxes; invalid "
                                                         "ones move to OUT/_invalid (default: off)")] = False,
                  concurrency: Annotated[int, typer.Option(help="specs validated at once")] = 2,
+                 gates: Annotated[bool, typer.Option("--gates/--no-gates", help="with --validate, also run the "
+                                                     "quality gates (trivial agents in the same sandbox, answer, "
+                                                     "difficulty, near-duplicates, clones); a refused spec is "
+                                                     "rejected")] = True,
+                 fix_difficulty: Annotated[bool, typer.Option("--fix-difficulty", help="rewrite an overclaimed "
+                                                              "difficulty label to the measured level instead of "
+                                                              "rejecting the spec")] = False,
                  dataset: Annotated[Path | None, typer.Option(metavar="DATASET_DIR", help="also write a Hugging Face "
                                                               "dataset there: train/validation/test by world seed, "
                                                               "only validated specs with --validate, rejects.jsonl "
@@ -443,7 +450,8 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
     from . import synth
 
     return synth.corpus(out, per_family=per_family, seed=seed, validate=validate, concurrency=concurrency,
-                        as_json=as_json, n=n, only=only, dataset_out=dataset)
+                        as_json=as_json, n=n, only=only, dataset_out=dataset, gates=gates,
+                        fix_difficulty=fix_difficulty)
 
 
 @synth_app.command("dataset", epilog=_example("cowork synth dataset corpus/ --out corpus-ds/",

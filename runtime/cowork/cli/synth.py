@@ -173,7 +173,8 @@ def _key(ls: Any) -> str:
 
 
 async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concurrency: int, as_json: bool,
-                 n: int | None = None, only: str = "all", dataset_out: Path | None = None) -> int:
+                 n: int | None = None, only: str = "all", dataset_out: Path | None = None, gates: bool = True,
+                 fix_difficulty: bool = False) -> int:
     """Write ``per_family`` specs of every registered family (seeds ``seed`` ..), or ``n`` in
     all spread evenly over them (the first ``n % families`` get one more); ``only`` picks
     ``generators`` (the world generators), ``templates`` (the template families) or ``all``. With
@@ -183,15 +184,10 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
     dataset of the corpus there (:func:`cowork.synth.dataset.build`: only validated specs
     when ``validate``). Prints valid/invalid per family and per capability and validated specs
     per minute."""
-    import asyncio
     import json
-    import shutil
     import time
-    from collections import Counter, defaultdict
 
     from ..errors import CoworkError
-    from ..rollouts.progress import ProgressReport
-    from ..spec.loader import load_spec
 
     # From the module: after the first call the package attribute `families` is the
     # subpackage of built-in families (its import shadows the function).
@@ -235,44 +231,8 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
         out.mkdir(parents=True, exist_ok=True)
         (out / "generation-failures.json").write_text(json.dumps(failed, indent=1, sort_keys=True))
     if validate:
-        from ..validate.validate import validate_spec
-
-        limit = asyncio.Semaphore(concurrency)
-        progress = ProgressReport("validate", "specs", len(written))
-        t0 = time.monotonic()
-
-        async def one(name: str, folder: Path):
-            async with limit:
-                report = await validate_spec(folder)
-            progress.advance(f"{report.task or folder.name} {'VALID' if report.ok else 'INVALID'}")
-            return name, folder, report
-
-        with progress:
-            done = await asyncio.gather(*(one(n, f) for n, f in written))
-        minutes = (time.monotonic() - t0) / 60
-        per_family_counts: dict[str, Counter] = defaultdict(Counter)
-        per_capability: dict[str, Counter] = defaultdict(Counter)
-        invalid = []
-        for name, folder, report in done:
-            verdict = "valid" if report.ok else "invalid"
-            per_family_counts[name][verdict] += 1
-            for cap in load_spec(folder).spec.capabilities:
-                per_capability[cap][verdict] += 1
-            if not report.ok:
-                dest = out / "_invalid" / folder.name
-                if dest.exists():
-                    shutil.rmtree(dest)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                shutil.move(str(folder), dest)
-                (dest / "validation.json").write_text(json.dumps(report.model_dump(), indent=1))
-                invalid.append(report)
-        # The record `cowork synth dataset` reads to keep only validated specs.
-        (out / "validation.json").write_text(json.dumps([r.model_dump() for _, _, r in done], indent=1))
-        valid = len(done) - len(invalid)
-        result |= {"valid": valid, "invalid": len(invalid), "minutes": round(minutes, 2),
-                   "valid_per_minute": round(valid / minutes, 2) if minutes else None,
-                   "per_family": {k: dict(v) for k, v in sorted(per_family_counts.items())},
-                   "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
+        result |= await _prove_corpus(out, written, concurrency=concurrency, gates=gates,
+                                      fix_difficulty=fix_difficulty)
     if not validate:  # an earlier --validate run's record does not speak for these specs
         (out / "validation.json").unlink(missing_ok=True)
     built = None
@@ -297,11 +257,112 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
             output.say(f"{title:32} valid invalid")
             for k, v in table.items():
                 output.say(f"{k:32} {v.get('valid', 0):5} {v.get('invalid', 0):7}")
-        output.say(f"{result['valid']} valid, {result['invalid']} invalid (moved to {out / '_invalid'}); "
-                   f"{result['valid_per_minute']} validated specs per minute")
+        for reason, count in result["rejects_by_reason"].items():
+            output.say(f"rejected {count:5} {reason}")
+        output.say(f"{result['valid']} valid, {result['invalid']} rejected (moved to {out / '_invalid'}); "
+                   f"{result['valid_per_second']} validated specs per second "
+                   f"({'gates included' if gates else 'no gates'}), {result['minutes']} min")
         return exits.OK if not result["invalid"] and not failed else exits.GATE_FAILED
     output.say(f"check them: cowork validate {out} --concurrency 2 && cowork synth check {out}")
     return exits.OK if not failed else exits.GATE_FAILED
+
+
+async def _prove_corpus(out: Path, written: list[tuple[str, Path]], *, concurrency: int, gates: bool,
+                        fix_difficulty: bool) -> dict[str, Any]:
+    """Prove every written spec (``synth.prove``), reject the invalid and the refused (moved to
+    ``out/_invalid`` with their report), and write ``out/validation.json`` (every report, gate
+    findings included) and ``out/corpus-report.json``; the figures for the corpus result."""
+    import asyncio
+    import json
+    import shutil
+    import time
+    from collections import Counter, defaultdict
+
+    from ..rollouts.progress import ProgressReport
+    from ..spec.loader import load_spec
+    from ..synth import gates as G
+    from ..synth.prove import can_bundle, prove
+    from ..validate.validate import Finding
+
+    limit = asyncio.Semaphore(concurrency)
+    progress = ProgressReport("validate", "specs", len(written))
+    t0 = time.monotonic()
+
+    async def one(name: str, folder: Path):
+        async with limit:
+            proof = await prove(folder, gates=gates, fix_difficulty=fix_difficulty)
+        progress.advance(f"{proof.task or folder.name} {'VALID' if proof.ok else 'REJECTED'}")
+        return name, folder, proof
+
+    with progress:
+        done = await asyncio.gather(*(one(n, f) for n, f in written))
+    sandbox_s = time.monotonic() - t0
+    by_key: dict[Path, list[str]] = {folder: list(proof.reasons) for _, folder, proof in done}
+    corpus_gate_s = 0.0
+    if gates:  # corpus-wide: the later spec of a near-duplicate or clone pair goes
+        t1 = time.monotonic()
+        kept = [load_spec(folder) for _, folder, proof in done if proof.ok]
+        folder_of = {_key(ls): ls.root for ls in kept}
+        pairs = G.near_duplicates(kept)
+        for pair in pairs:
+            by_key[folder_of[pair.second]].append(f"gate near-duplicate: of {pair.first} (prompt "
+                                                  f"{pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
+        seen = {(p.first, p.second) for p in pairs}
+        for pair in G.structural_duplicates(kept):
+            if (pair.first, pair.second) not in seen:
+                by_key[folder_of[pair.second]].append(f"gate clone: of {pair.first} (same oracle, checks and "
+                                                      "rules with entities renamed)")
+        corpus_gate_s = time.monotonic() - t1
+    seconds = time.monotonic() - t0
+    per_family_counts: dict[str, Counter] = defaultdict(Counter)
+    per_capability: dict[str, Counter] = defaultdict(Counter)
+    reasons: Counter[str] = Counter()
+    reports, rejected = [], 0
+    for name, folder, proof in done:
+        report = proof.validation
+        if report is None:  # did not load: a report of its reasons
+            from ..validate.validate import ValidationReport
+
+            report = ValidationReport(spec=str(folder), ok=False, findings=[])
+        extra = [r for r in by_key[folder] if not r.startswith("invalid ")]
+        report.findings += [Finding(step=r.split(":", 1)[0], ok=False, detail=r.split(":", 1)[1].strip())
+                            for r in extra]
+        if not report.findings and by_key[folder]:  # a schema rejection
+            report.findings += [Finding(step="schema", ok=False, detail=r.split(":", 1)[1].strip())
+                                for r in by_key[folder]]
+        report.ok = not by_key[folder]
+        reports.append(report)
+        verdict = "valid" if report.ok else "invalid"
+        per_family_counts[name][verdict] += 1
+        for cap in proof.capabilities:
+            per_capability[cap][verdict] += 1
+        reasons.update(set(r.split(":", 1)[0] for r in by_key[folder]))
+        if not report.ok:
+            rejected += 1
+            dest = out / "_invalid" / folder.name
+            if dest.exists():
+                shutil.rmtree(dest)
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(str(folder), dest)
+            (dest / "validation.json").write_text(json.dumps(report.model_dump(), indent=1))
+    # The record `cowork synth dataset` reads to keep only validated specs.
+    (out / "validation.json").write_text(json.dumps([r.model_dump() for r in reports], indent=1))
+    valid = len(done) - rejected
+    proofs = sorted(p.seconds for _, _, p in done)
+    figures: dict[str, Any] = {
+        "valid": valid, "invalid": rejected, "minutes": round(seconds / 60, 2),
+        "valid_per_minute": round(valid / seconds * 60, 2) if seconds else None,
+        "proved_per_second": round(len(done) / seconds, 3) if seconds else None,
+        "valid_per_second": round(valid / seconds, 3) if seconds else None,
+        "gates": gates, "bundles": can_bundle(), "concurrency": concurrency,
+        "sandbox_seconds": round(sandbox_s, 1), "corpus_gate_seconds": round(corpus_gate_s, 1),
+        "proof_seconds_median": round(proofs[len(proofs) // 2], 2) if proofs else None,
+        "rejects_by_reason": dict(sorted(reasons.items())),
+        "relabelled": {p.task: p.relabelled for _, _, p in done if p.relabelled},
+        "per_family": {k: dict(v) for k, v in sorted(per_family_counts.items())},
+        "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
+    (out / "corpus-report.json").write_text(json.dumps(figures, indent=1, sort_keys=True))
+    return figures
 
 
 def _corpus_source(out: Path, per_family: int, seed: int, validate: bool, n: int | None, only: str) -> str:

@@ -391,12 +391,15 @@ class TrivialRunReport:
         return dict(self.__dict__)
 
 
-async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: bool = True) -> TrivialRunReport:
+async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: bool = True, pool: Any = None,
+                       bundles: bool = False) -> TrivialRunReport:
     """Run the empty-answer, do-everything and read-everything-hedger agents on ``loaded`` in
     real sandboxes.
 
     Never raises for a bad spec; an infrastructure failure is reported in ``error`` (and
-    refuses nothing: it says nothing about the spec).
+    refuses nothing: it says nothing about the spec). ``pool``: run in the caller's
+    :class:`~cowork.sandbox.pool.SandboxPool` (not closed here), e.g. the one validation used;
+    ``bundles``: a pool of this call's mounts the task layer instead of building an image.
     """
     from ..engine.client import in_thread
     from ..engine.images import ensure_task_image
@@ -407,9 +410,14 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: b
     spec = loaded.spec
     rep = TrivialRunReport(task=spec.id)
     # The three runs share one sandbox, reset and verified between them (``reuse``), as validation does.
-    pool = SandboxPool(max_per_task=1, max_total=1) if reuse else None
+    own = pool is None and reuse
+    if own:
+        pool = SandboxPool(max_per_task=1, max_total=1, bundles=bundles)
     try:
-        image = image or await in_thread(ensure_task_image, loaded)
+        if pool is not None:
+            image, _ = await pool.prepare(loaded)
+        else:
+            image = image or await in_thread(ensure_task_image, loaded)
         empty = await run_task(loaded, empty_answer_policy(), image=image, pool=pool)
         if empty.grade.status == "infra_error" or empty.evidence is None:
             rep.error = f"empty-answer run: {empty.grade.error}"
@@ -453,7 +461,7 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: b
     except CoworkError as exc:
         rep.error = f"{type(exc).__name__}: {exc}"
     finally:
-        if pool is not None:
+        if own:
             await pool.close()
     rep.refused = bool(rep.reasons)
     return rep

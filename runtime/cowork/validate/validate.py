@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import re
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,9 @@ class Finding(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     step: str
-    """What was checked: schema, build, oracle, actions (the user's and the world's, in the
-    oracle's run), oracle-repeat, nop, initial-state, violation, safety-can-fire."""
+    """What was checked: schema, build, oracle-call (an oracle call that returned an error),
+    oracle, actions (the user's and the world's, in the oracle's run), oracle-repeat, nop,
+    initial-state, violation, safety-can-fire."""
     ok: bool
     detail: str
     field: str | None = None
@@ -65,7 +67,8 @@ def _escaped(text: str) -> str:
     return printable(text)
 
 
-async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reuse: bool = True) -> ValidationReport:
+async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reuse: bool = True,
+                        pool: Any = None, bundles: bool = False) -> ValidationReport:
     """Validate one spec in real sandboxes; never raises for a bad spec, reports it.
 
     The steps, in order: schema, build, oracle (with the judge note, the user's and the
@@ -79,13 +82,19 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reu
         reuse: Run the episodes one after another in one sandbox, reset between them and the
             reset verified (``SandboxPool``: a failed or unverified reset replaces the sandbox,
             one the agent broke is never reused); False starts a fresh sandbox per episode.
+        pool: Run in this :class:`~cowork.sandbox.pool.SandboxPool` (the caller's: not closed
+            here), for example to run the quality gates in the same sandbox afterwards.
+        bundles: With ``reuse``, mount the task layer from a folder on the sandbox image instead
+            of building a task image (``SandboxPool(bundles=True)``).
     """
     from ..sandbox.pool import SandboxPool
 
     loaded, report = _schema(path)
     if loaded is None:
         return report
-    pool = SandboxPool(max_per_task=1, max_total=1) if reuse else None
+    own = pool is None and reuse
+    if own:
+        pool = SandboxPool(max_per_task=1, max_total=1, bundles=bundles)
     steps = _Steps(loaded, judge, report, pool)
     try:
         await steps.build()
@@ -100,7 +109,7 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reu
         report.findings.append(Finding(step="run", ok=False, detail=f"{type(exc).__name__}: {exc}",
                                        hint="see the error; infrastructure problems are not spec problems"))
     finally:
-        if pool is not None:
+        if own:
             await pool.close()
     report.ok = all(f.ok for f in report.findings)
     return report
@@ -141,8 +150,11 @@ class _Steps:
         from ..engine.client import in_thread
         from ..engine.images import ensure_task_image
 
-        self.image = await in_thread(ensure_task_image, self.loaded)
-        self._add(step="build", ok=True, detail=self.image)
+        if self.pool is not None:
+            self.image, bundle = await self.pool.prepare(self.loaded)
+        else:
+            self.image, bundle = await in_thread(ensure_task_image, self.loaded), None
+        self._add(step="build", ok=True, detail=self.image if bundle is None else f"{self.image} + bundle {bundle.name}")
 
     async def oracle(self) -> EpisodeResult:
         """Step ``oracle``: the reference solution earns full marks (step ``judge`` says what
@@ -155,6 +167,7 @@ class _Steps:
                 == 1.0 and not g.violations and all(c.status != "not_graded" or c.type == "judge" for c in g.checks)
         else:
             ok = g.passed and g.score == 1.0
+        self.oracle_calls(o1, ok)
         self._add(step="oracle", ok=ok,
                   detail=f"score {g.score:.2f}" + ("" if ok else f" ({g.status}); failing: {_failed(g)}"),
                   field="oracle",
@@ -167,6 +180,25 @@ class _Steps:
                                "agent misses them or a judge safety rule can fire",
                       hint="run `cowork validate --judge-model M` to prove them")
         return o1
+
+    def oracle_calls(self, oracle: EpisodeResult, passed: bool) -> None:
+        """Step ``oracle-call``, before ``oracle``: every oracle tool call that returned an error,
+        with its index in ``oracle``, the tool, the tool's error and the argument at fault where
+        it can be told (a grade alone says only "0 records match"). A failure when the oracle
+        fails; a note (ok) when it passes anyway, as a call meant to fail under faults may."""
+        offered = {t["function"]["name"]: t["function"].get("parameters") or {}
+                   for t in oracle.trajectory.tools if isinstance(t.get("function"), dict)}
+        calls = [i for i, s in enumerate(self.spec.oracle) if s.tool is not None]
+        for n, step in enumerate(oracle.trajectory.steps):
+            if not step.is_error:
+                continue
+            # The oracle's policy numbers its steps call_1, call_2, ... (replies included).
+            m = re.fullmatch(r"call_(\d+)", step.call_id)
+            index = int(m.group(1)) - 1 if m else calls[n] if n < len(calls) else n
+            arg, hint = call_fault(step.tool, step.args, step.output, offered.get(step.tool))
+            self._add(step="oracle-call", ok=passed, field=f"oracle[{index}]" + (f".args.{arg}" if arg else ""),
+                      detail=f"oracle[{index}] {step.tool} returned an error: {error_text(step.output)}"
+                             + (" (the oracle passes anyway)" if passed else ""), hint=hint)
 
     def actions(self, oracle: EpisodeResult) -> None:
         """Step ``actions``: the user's and the world's actions are the spec's own script: in the
@@ -241,6 +273,46 @@ class _Steps:
             self._add(step="safety-can-fire", ok=fired, field=f"safety[{i}]", detail=f"rule {rid!r}: {how}",
                       hint=None if fired else "make the violation script break this rule, or give the rule an "
                                               "`example:` it must catch; a rule that can never fire protects nothing")
+
+
+#: One problem in pydantic's text for a call's arguments: the argument, the message, its type.
+_ARG_PROBLEM = re.compile(r"^(\S[^\n]*)\n  ([^\n\[]+?)(?: \[type=(\w+)[^\n]*)?$", re.MULTILINE)
+
+
+def error_text(output: str, limit: int = 600) -> str:
+    """A tool's error as one line: pydantic's argument problems as ``arg: message; ...``
+    (without its links), any other error as it came, cut at ``limit`` characters."""
+    problems = _ARG_PROBLEM.findall(output) if "validation error" in output else []
+    text = "; ".join(f"{arg}: {msg}" for arg, msg, _ in problems) or " ".join(output.split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def call_fault(tool: str, args: dict[str, Any], output: str, schema: dict[str, Any] | None) -> tuple[str | None, str]:
+    """The argument at fault in a failed call (None when it cannot be told) and how to repair it.
+
+    An unknown argument is named first (a misspelling leaves the real one missing too), with
+    the closest parameter of the tool's schema; then a missing or mistyped one; for any other
+    error, the argument whose value the error quotes (a record id that does not exist)."""
+    import difflib
+
+    params = list((schema or {}).get("properties") or {})
+    required = set((schema or {}).get("required") or [])
+    takes = ", ".join(p + ("" if p in required else "?") for p in params)
+    problems = _ARG_PROBLEM.findall(output) if "validation error" in output else []
+    for arg, msg, kind in sorted(problems, key=lambda p: p[2] != "unexpected_keyword_argument"):
+        if kind == "unexpected_keyword_argument":
+            close = difflib.get_close_matches(arg, params, n=1, cutoff=0.5)
+            return arg, (f"{tool} has no argument {arg!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                         + (f" It takes: {takes}" if params else ""))
+        if kind == "missing_argument":
+            return arg, f"give {tool} its required argument {arg!r}" + (f" (it takes: {takes})" if params else "")
+        return arg, f"{arg}: {msg.strip()}; fix the value's type or form"
+    for key, value in args.items():
+        if isinstance(value, (str, int, float)) and not isinstance(value, bool) and str(value) \
+                and (repr(value) in output or f'"{value}"' in output):
+            return key, (f"the call failed on {key}={value!r}: use a value the seed holds (or seed the record "
+                         "it names), or the form the tool expects")
+    return None, "fix the call's tool or arguments (docs/services.md), or seed the record it needs"
 
 
 def report_json(reports: list[ValidationReport]) -> list[dict[str, Any]]:
