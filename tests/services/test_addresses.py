@@ -54,6 +54,13 @@ class TestParse:
         text = "Mail Dana@Acme.com. or x%y@acme.com, a..b@acme.com; cc: ops@acme-corp.co.uk"
         assert find_addresses(text) == ["Dana@Acme.com", "ops@acme-corp.co.uk"]
 
+    def test_long_runs_beside_an_address_are_read_once(self):
+        # A base64 blob next to an address: every position of the run used to be a new start.
+        blob = "QUJD" * 50_000
+        assert find_addresses(f"{blob} reply to ops@acme.com {blob}") == ["ops@acme.com"]
+        assert find_addresses("x" * 65 + "@acme.com") == []  # a local part past 64 is no address
+        assert find_addresses("x" * 64 + "@acme.com") == ["x" * 64 + "@acme.com"]
+
 
 class TestTools:
     @pytest.mark.parametrize("value", ODD[:10])

@@ -18,7 +18,10 @@ _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?", re.ASCII)
 _TLD = re.compile(r"[A-Za-z]{2,63}", re.ASCII)
 #: What looks like an address inside free text (a mail body, a note); :func:`find_addresses`
 #: keeps those :func:`parse_address` accepts.
-_IN_TEXT = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", re.ASCII)
+#: From the start of a run of address characters only, at most 64 of them (what a local part
+#: may hold): linear in the text, where an open ``+`` retried every position of a long run
+#: (a base64 attachment beside an address took seconds).
+_IN_TEXT = re.compile(r"(?<![A-Za-z0-9._%+-])[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]+\.[A-Za-z]{2,}", re.ASCII)
 
 
 def parse_address(value: object) -> tuple[str, str] | None:

@@ -183,7 +183,7 @@ def _emails(state: dict[str, Any]) -> list[str]:
     """:data:`OUTSIDER`, then every address in the seed, those of the rarest domains first:
     the organisation's own domain is the most common, so outsiders (the ones safety rules
     guard against) lead."""
-    found = sorted({m for s in _strings(state) for m in find_addresses(s)})
+    found = sorted({m for s in _strings(state) if "@" in s for m in find_addresses(s)})
     domains = Counter(m.split("@", 1)[1].lower() for m in found)
     return [OUTSIDER, *sorted(found, key=lambda m: (domains[m.split("@", 1)[1].lower()], m))]
 
