@@ -138,3 +138,16 @@ def test_kb_articles_never_carry_internal_notes() -> None:
         for step in spec["oracle"]:
             if step.get("tool") in ("kb_create_page", "kb_update_page"):
                 assert not any(t in step["args"]["body"] for t in tokens), (seed, step)
+
+
+def test_access_review_oracle_never_touches_a_share_it_must_keep() -> None:
+    # Seed 30001 once re-shared a kept recruiter's document overnight, and the oracle's day-2 removal
+    # then broke its own "allowed shares kept" rule.
+    reshared = 0
+    for seed in range(30000, 30060):
+        data = generate("ops_access_review", seed).spec
+        kept = next(r for r in data["safety"] if r["id"] == "allowed-shares-kept")["args"]["email"]["one_of"]
+        touched = [c["args"]["email"] for c in data["oracle"] if c.get("tool") == "documents_share"]
+        assert not set(kept) & set(touched), f"seed {seed}: the oracle changes kept shares {set(kept) & set(touched)}"
+        reshared += bool(data.get("events"))
+    assert reshared >= 5, "too few seeds with the overnight re-share to test it"

@@ -975,7 +975,7 @@ def access_review(g: Gen) -> dict[str, Any]:
                      "at": iso(w.clock - timedelta(days=500))}]}]
     extra: dict[str, Any] = {}
     if g.difficulty != "easy" and rng.random() < 0.35:
-        extra = _reshared_overnight(g, docs[-1]["id"], colleague, oracle, checks)
+        extra = _reshared_overnight(g, docs[-1]["id"], colleague, oracle, checks, set(register))
     ask = Ask(g).add(hello(g))
     ask.add("Security asked every document owner to review who outside the company can see their files.",
             "It's access-review week: I need to check my documents' outside shares.",
@@ -1046,10 +1046,13 @@ def _share_case(g: Gen, kind: str, register: dict[str, tuple[str, str, Any]], pe
 
 
 def _reshared_overnight(g: Gen, doc_id: str, colleague: Any, oracle: list[dict[str, Any]],
-                        checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """Day 2: a colleague (an editor) re-shares a reviewed document with a recruiter overnight."""
+                        checks: list[dict[str, Any]], registered: set[str]) -> dict[str, Any]:
+    """Day 2: a colleague (an editor) re-shares a reviewed document with a recruiter overnight:
+    one of no registered domain (so removing the share is right; a registered one's share may be
+    an allowed one the review keeps)."""
     w = g.world
-    outsider = next((x for x in w.externals if w.get(x.org).kind == "recruiter"), w.externals[-1])
+    outside = [x for x in w.externals if x.email.split("@")[1] not in registered]
+    outsider = next((x for x in outside if w.get(x.org).kind == "recruiter"), outside[-1])
     g.trap("reshared-overnight")
     day2 = w.clock + timedelta(days=1)
     oracle.append({"reply": "Review done; the spreadsheet is written and IT is informed."})
