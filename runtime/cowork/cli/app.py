@@ -454,6 +454,22 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
                         fix_difficulty=fix_difficulty)
 
 
+@synth_app.command("bench", epilog=_example("cowork synth corpus --out c200/ --n 200 --only generators --seed 7000",
+                                            "cowork synth bench c200/ --concurrency 2"))
+@_body
+def synth_bench(corpus: Annotated[Path, typer.Argument(help="a folder of generated specs", show_default=False)],
+                concurrency: Annotated[int, typer.Option(help="specs proved at once")] = 2,
+                rounds: Annotated[int, typer.Option(help="rounds of each path, alternating")] = 2,
+                limit: Annotated[int | None, typer.Option(help="only the first N specs", show_default=False)] = None,
+                as_json: Json = False) -> Outcome:
+    """Time proving specs (validation and quality gates) in one sandbox with mounted task
+    bundles against the path before (a task image per spec, validation and gates in separate
+    sandboxes), on the same specs in alternating rounds; prints specs per second and the ratio."""
+    from . import synth
+
+    return synth.bench(corpus, concurrency=concurrency, rounds=rounds, limit=limit, as_json=as_json)
+
+
 @synth_app.command("dataset", epilog=_example("cowork synth dataset corpus/ --out corpus-ds/",
                                               "cowork validate gen/ --json > report.json; cowork synth dataset gen/ "
                                               "--out gen-ds/ --validation report.json",

@@ -68,6 +68,7 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
     from ..rollouts.progress import ProgressReport
     from ..spec.loader import load_spec
     from ..synth import gates
+    from ..synth.prove import can_bundle
     from ..synth.trivial import trivial_runs
     from .commands import _spec_targets
 
@@ -103,7 +104,7 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
 
         async def one(ls):
             async with limit:
-                rep = await trivial_runs(ls)
+                rep = await trivial_runs(ls, bundles=can_bundle())
             progress.advance(f"{ls.spec.id} {'REFUSED' if rep.refused else 'error' if rep.error else 'ok'}")
             return ls, rep
 
@@ -465,3 +466,25 @@ async def evolve(runs: Path, *, out: Path, specs: Path | None, seed: int, varian
         output.say(report.summary())
         output.say(f"report: {out / REPORT_JSON} and {out / REPORT_TEXT}; next: cowork rollout {out} --out RUNS2")
     return exits.GATE_FAILED if report.counts["rejected"] else exits.OK
+
+
+async def bench(corpus_dir: Path, *, concurrency: int, rounds: int, limit: int | None, as_json: bool) -> int:
+    """``cowork synth bench``: :func:`cowork.synth.prove.bench` over the specs of a folder."""
+    from ..errors import CoworkError
+    from ..synth.prove import bench as run
+    from .commands import _spec_targets
+
+    if concurrency < 1 or rounds < 1:
+        raise CoworkError("--concurrency and --rounds must be at least 1")
+    folders = [Path(t) for t in _spec_targets([str(corpus_dir)])][:limit]
+    if not folders:
+        raise CoworkError(f"no spec under {corpus_dir}")
+    result = await run(folders, concurrency=concurrency, rounds=rounds)
+    if as_json:
+        output.print_json(result)
+        return exits.OK
+    for key, rate in result["specs_per_second"].items():
+        output.say(f"{key:22} {rate:6.3f} specs/s (rounds: {', '.join(map(str, result['each_round'][key]))}; "
+                   f"accepted {result['accepted'][key]} of {result['specs']})")
+    output.say(f"speed-up {result['speedup']}x, {result['specs']} specs, concurrency {concurrency}, gates included")
+    return exits.OK

@@ -106,3 +106,65 @@ async def prove(spec: str | Path | LoadedSpec, *, gates: bool = True, bundles: b
         await pool.close()
     proof.seconds = time.monotonic() - t0
     return proof
+
+
+async def _baseline(folder: Path) -> bool:
+    """The path before: a task image, validation in one pool, the gates in another."""
+    from ..validate.validate import validate_spec
+    from .trivial import trivial_runs
+
+    report = await validate_spec(folder, bundles=False)
+    if not report.ok:
+        return False
+    runs = await trivial_runs(load_spec(folder), bundles=False)
+    return not runs.refused and not runs.error
+
+
+async def bench(folders: list[Path], *, concurrency: int = 2, rounds: int = 2) -> dict[str, Any]:
+    """Time proving ``folders`` with :func:`prove` against the path before it (a task image per
+    spec, validation and the gates each in their own sandbox), on the same specs, in alternating
+    rounds (``rounds`` of each, new first then old, then old first), so that both see the same
+    machine. Task images of the old path are removed before each of its rounds: a corpus is
+    built once. Returns each path's specs per second (median over its rounds) and the ratio.
+    """
+    import asyncio
+    import statistics
+
+    from ..engine.client import get_client, in_thread
+    from ..engine.images import TASK_REPO_PREFIX
+
+    ids = {load_spec(f).spec.id for f in folders}
+
+    def drop_images() -> None:
+        client = get_client()
+        for image in client.images.list():
+            if any(t.startswith(TASK_REPO_PREFIX) and t[len(TASK_REPO_PREFIX):].rsplit(":", 1)[0] in ids
+                   for t in image.tags):
+                client.images.remove(image.id, force=True)
+
+    async def one_round(new: bool) -> tuple[float, int]:
+        if not new:
+            await in_thread(drop_images)
+        limit = asyncio.Semaphore(concurrency)
+
+        async def one(folder: Path) -> bool:
+            async with limit:
+                return (await prove(folder)).ok if new else await _baseline(folder)
+
+        t0 = time.monotonic()
+        oks = await asyncio.gather(*(one(f) for f in folders))
+        return len(folders) / (time.monotonic() - t0), sum(oks)
+
+    rates: dict[str, list[float]] = {"one sandbox, bundles": [], "before": []}
+    accepted: dict[str, int] = {}
+    for r in range(rounds):
+        for new in ((True, False) if r % 2 == 0 else (False, True)):
+            rate, ok = await one_round(new)
+            key = "one sandbox, bundles" if new else "before"
+            rates[key].append(rate)
+            accepted[key] = ok
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    return {"specs": len(folders), "concurrency": concurrency, "rounds": rounds,
+            "specs_per_second": {k: round(v, 3) for k, v in med.items()},
+            "each_round": {k: [round(x, 3) for x in v] for k, v in rates.items()},
+            "accepted": accepted, "speedup": round(med["one sandbox, bundles"] / med["before"], 2)}
