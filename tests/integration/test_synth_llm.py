@@ -1,5 +1,6 @@
 """``cowork synth llm``: a loopback chat server plays the model; specs are validated in real
-sandboxes (only where an answer gets past the schema), and every failure is a repair round.
+sandboxes (only where an answer gets past the schema), and every failure is a repair round
+(tests/synth/test_llm_*.py cover the gates, deduplication and figures without sandboxes).
 
 The correct spec is specs/kb-answer-no-safety with a new id and prompt (no safety rules: the
 three sandbox runs of its validation are the cheapest of any spec with services).
@@ -7,7 +8,9 @@ three sandbox runs of its validation are the cheapest of any spec with services)
 
 from __future__ import annotations
 
+import copy
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -88,12 +91,14 @@ async def test_repairs_a_schema_error_then_a_failing_oracle_and_accepts_the_thir
     assert report.failure_counts() == {"schema": 1, "oracle": 1}
     posts = _posts(server)
     assert len(posts) == 3
-    first = posts[0]["messages"][1]["content"]
-    assert "information-retrieval" in first and "same-name-chat-message" in first and "kb_read_page" in first
+    system, first = posts[0]["messages"][0]["content"], posts[0]["messages"][1]["content"]
+    assert "kb_read_page(page_id)" in system and "SPEC REFERENCE" in system  # the reference, not the schema
+    assert "information-retrieval" in first and "same-name-chat-message" in first
     second, third = posts[1]["messages"][-1]["content"], posts[2]["messages"][-1]["content"]
     assert "answer_mentions" in second and "task.yaml:" in second  # the located schema error
     assert "FAIL oracle" in third and "facts" in third and "make the oracle's tool calls" in third  # the hint
-    assert posts[2]["messages"][-2]["content"] == _fenced(_oracle_fails())  # the conversation goes on
+    assert posts[2]["messages"][-2]["content"] == _fenced(_oracle_fails())  # the answer being repaired
+    assert _fenced(_schema_broken()) not in json.dumps(posts[2])  # ... and not the one before it
 
     written = out / f"{NEW_ID}-2" / "task.yaml"
     assert attempt.spec_id == f"{NEW_ID}-2" and attempt.path == str(written)
@@ -103,6 +108,72 @@ async def test_repairs_a_schema_error_then_a_failing_oracle_and_accepts_the_thir
     assert saved["attempts"] == 1 and saved["accepted"] == 1
     assert saved["rounds_per_accepted"] == {f"{NEW_ID}-2": 3} and saved["failures"] == {"schema": 1, "oracle": 1}
     assert saved["validated_per_minute"] > 0
+    assert saved["acceptance_rate"] == 1.0 and saved["rounds_per_accepted_spec"] == 3
+    assert saved["tokens"]["source"] == "estimate" and saved["tokens"]["per_accepted_spec"] > 0
+
+
+def _spec(name: str, new_id: str, **changes) -> dict:
+    return {**yaml.safe_load((ROOT / "specs" / name / "task.yaml").read_text()), "id": new_id, **changes}
+
+
+#: kb-answer-no-safety with every entity renamed: the same task, which the clone gate finds.
+RENAMES = {"acme.com": "globex.io", "Munich": "Lyon", "nadia.brandt": "ines.roux", "tom.becker": "luc.martin",
+           "alex.morgan": "sam.ortiz", "Germany, France, Norway": "Spain, Italy, Austria",
+           "Data Retention Policy": "Record Keeping Rules", "Support FAQ": "Helpdesk Notes",
+           "Support onboarding checklist": "Helpdesk Starter List", "Switzerland and the UK": "Iceland and Serbia"}
+
+
+def _scripted_run() -> list[str]:
+    """Five attempts of good, bad and repairable answers (docs/llm-synthesis.md quotes the figures)."""
+    good = _good()
+    news = _spec("clean-newsletter-list", "newsletter-cleanup-synth")
+    misspelt = copy.deepcopy(news)
+    misspelt["oracle"][2]["args"]["contents"] = misspelt["oracle"][2]["args"].pop("content")
+    crm = _spec("crm-report-answer-numbers", "crm-pipeline-figures-synth")
+    clone = yaml.safe_dump({**good, "id": "kb-recordings-lyon"}, sort_keys=False, width=100)
+    for old, new in RENAMES.items():
+        clone = clone.replace(old, new)
+    return [_fenced(good),                                            # 0: right at once
+            *[_fenced({**good, "id": "kb-broken", "pass_threshold": 3})] * 3,  # 1: a schema error, 3 times
+            _fenced(misspelt), _fenced(news),                        # 2: write_file(contents=...), repaired
+            _fenced({**crm, "difficulty": "hard"}), _fenced(crm),    # 3: an overclaimed label, repaired
+            "Here it is.\n```yaml\n" + clone + "```\n",            # 4: a renamed clone of attempt 0,
+            "I cannot do that.", _fenced(good)[:300]]                # then prose, then a cut-off answer
+
+
+@pytest.mark.docker
+async def test_a_scripted_run_of_good_bad_and_repairable_answers(tmp_path):
+    """Every kind of round in one run, validated in sandboxes: the misspelt oracle argument is fed
+    back with its step, tool, error and argument (issue 25: it used to say only that the checks
+    failed), and the report's figures count what happened."""
+    script = _scripted_run()
+    server = _server([_answer(a, "length" if n == len(script) - 1 else "stop") for n, a in enumerate(script)])
+    try:
+        report = await synthesize(SynthOptions(capability="information-retrieval", n=5, model="scripted",
+                                               base_url=server.url, api_key="k", out=tmp_path, rounds=3,
+                                               concurrency=1, examples=[EXAMPLE]))
+    finally:
+        server.close()
+    print(report.summary())  # the line docs/llm-synthesis.md quotes (pytest -s)
+    assert [a.failures for a in report.attempts] == [
+        [], ["schema"] * 3, ["oracle-call"], ["gate-difficulty"], ["duplicate", "yaml", "yaml"]]
+    posts = _posts(server)
+    feedback = posts[5]["messages"][-1]["content"]
+    assert ("FAIL oracle-call: oracle[2] write_file returned an error: content: Missing required argument; "
+            "contents: Unexpected keyword argument") in feedback
+    assert "fix oracle[2].args.contents: write_file has no argument 'contents'; did you mean 'content'?" in feedback
+    assert "FAIL oracle: score 0.20" in feedback  # the grade follows the cause
+    assert f"{NEW_ID}, a spec accepted earlier in this run with the names changed" in posts[9]["messages"][-1]["content"]
+
+    saved = json.loads((tmp_path / "synth-report.json").read_text())
+    assert saved["accepted"] == 3 and saved["acceptance_rate"] == 0.6
+    assert saved["rounds"] == 11 and saved["rounds_per_accepted_spec"] == 3.67
+    assert saved["failures"] == {"duplicate": 1, "gate-difficulty": 1, "oracle-call": 1, "schema": 3, "yaml": 2}
+    sent = sum(math.ceil(sum(len(m["content"]) for m in p["messages"]) / 4) for p in posts)
+    assert saved["tokens"]["prompt"] == sent and saved["tokens"]["source"] == "estimate"
+    assert saved["tokens"]["per_accepted_spec"] == round(saved["tokens"]["total"] / 3)
+    assert saved["first_request"]["chars"] < 40_000 and saved["largest_repair_request"]["chars"] < 40_000
+    assert report.summary().startswith("3 of 5 attempt(s) gave a validated spec (60%; information-retrieval")
 
 
 def test_a_model_that_never_gets_it_right_stops_after_the_rounds(tmp_path, capsys):

@@ -223,8 +223,9 @@ WORKSPACE_SIGNATURES = {
     "read_document": "path, sheet?, pages?, max_chars?",
 }
 
-#: Fields left out of the outline: synthesis refuses them (see :func:`parse_answer`).
-_LEFT_OUT = {("Workspace", "dir"), ("WorkspaceFile", "source")}
+#: Fields left out of the outline: files beside task.yaml, which a synthesised spec has none of
+#: (see :func:`parse_answer`).
+_LEFT_OUT = {("Workspace", "dir"), ("WorkspaceFile", "source"), ("Attachment", "source")}
 #: Check types left out: they cannot be proven without a judge, a verifier folder or a plugin.
 _UNPROVABLE = ("judge", "verifier", "plugin")
 #: Validators that say more than ``str`` (matched by function name: a renamed one degrades to ``str``).
@@ -547,7 +548,7 @@ def parse_answer(text: str, truncated: bool) -> tuple[str, dict[str, Any]]:
     problems = []
     ws = data.get("workspace")
     if isinstance(ws, dict):
-        if "dir" in ws:
+        if ws.get("dir") is not None:  # `dir: null` says "no folder" explicitly: allowed
             problems.append("workspace.dir: remove it; give every file inline under workspace.files[].content")
         for i, f in enumerate(ws.get("files") or []):
             if isinstance(f, dict) and "source" in f:
@@ -630,8 +631,12 @@ class GateFinding:
     field: str
     detail: str
     hint: str
-    step: str = "gate"
     ok: bool = False
+
+    @property
+    def step(self) -> str:
+        """The kind, as a validation finding names its step."""
+        return self.kind
 
 
 def gate_findings(loaded: Any) -> list[GateFinding]:
@@ -690,6 +695,19 @@ def duplicate_of(candidate: Any, refs: list[tuple[str, Any]], threshold: float) 
                     f"rules, a request of the same shape ({pair.prompt_similarity:.2f}) and the same seed records "
                     f"once renamed ({pair.seed_similarity:.2f})")
     return None
+
+
+def _gated(gate: Callable[..., Any], loaded: Any, *args: Any) -> Any:
+    """``gate(loaded, *args)``; a gate that fails is the run's error, never a pass (fail closed).
+
+    Raises:
+        CoworkError: the gate raised; the attempt ends as ``run``, naming the spec and the gate.
+    """
+    try:
+        return gate(loaded, *args)
+    except Exception as exc:  # noqa: BLE001 - a gate's own bug: no verdict, so no acceptance
+        raise CoworkError(f"the {gate.__name__} gate failed on {loaded.spec.id!r}: {exc!r}; nothing was "
+                          "accepted, run `cowork synth check` on the spec to see it") from exc
 
 
 # --------------------------------------------------------------------------- the loop
@@ -773,7 +791,7 @@ class Synthesizer:
                      prompt if counted else None, completion if counted else None)
 
     def _refuse_duplicate(self, loaded: Any) -> None:
-        why = duplicate_of(loaded, self.refs, self.threshold)
+        why = _gated(duplicate_of, loaded, self.refs, self.threshold)
         if why:
             raise Rejected("duplicate", f"Your spec is not a new task: {why}. Write a different task: another "
                                         "request, other people and records, a different oracle and checks." + _SEND)
@@ -789,6 +807,7 @@ class Synthesizer:
         """
         from ..spec.loader import load_spec
         from ..validate.validate import validate_spec
+        from .prove import can_bundle
 
         with tempfile.TemporaryDirectory(prefix="cowork-synth-") as tmp:
             folder = Path(tmp)
@@ -799,14 +818,17 @@ class Synthesizer:
                 loaded = None  # validation reports the schema errors with their lines
             if loaded is not None:
                 self._refuse_duplicate(loaded)  # before the sandboxes: a copy is never kept
-            report = await (self.validate or validate_spec)(loaded or folder)
+            # The task layer mounted from a folder (as synth check does) when this process may:
+            # no task image is built per candidate.
+            report = await (self.validate(loaded or folder) if self.validate else
+                            validate_spec(loaded or folder, bundles=can_bundle()))
             if not report.ok or loaded is None:
                 raise Rejected(_first_failure(report), _feedback(report, folder))
             calls = [f for f in report.findings if f.step == "oracle-call"]
             if calls and loaded.spec.faults is None:
                 raise Rejected("oracle-call", "Your spec validated, but its oracle has calls that returned an error "
                                               "(a reference solution makes no failed call):\n" + _lines(calls) + _SEND)
-            if found := gate_findings(loaded):
+            if found := _gated(gate_findings, loaded):
                 raise Rejected(found[0].kind, "Your spec validated, but the quality gates refused it:\n"
                                + _lines(found) + _SEND)
             async with self._write_lock:
