@@ -66,7 +66,7 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
 
     from ..errors import CoworkError, SpecError
     from ..rollouts.progress import ProgressReport
-    from ..spec.loader import load_spec
+    from ..spec.loader import load_each
     from ..synth import gates
     from ..synth.prove import can_bundle
     from ..synth.trivial import trivial_runs
@@ -78,11 +78,12 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
         raise CoworkError(f"--threshold must be in (0, 1], got {threshold}")
     refused: dict[str, list[str]] = {}
     loaded = []
-    for target in _spec_targets(paths):
-        try:
-            loaded.append(load_spec(target))
-        except SpecError as exc:
-            refused[str(target)] = [f"does not load: {p}" for p in exc.problems]
+    targets = _spec_targets(paths)
+    for target, got in zip(targets, load_each(targets)):  # in processes for a big batch
+        if isinstance(got, SpecError):
+            refused[str(target)] = [f"does not load: {p}" for p in got.problems]
+        else:
+            loaded.append(got)
     pairs = gates.near_duplicates(loaded, threshold)
     for pair in pairs:  # the later of a pair goes; the first stays
         refused.setdefault(pair.second, []).append(

@@ -1,9 +1,10 @@
 """``cowork synth stats``: the figures of a folder of specs, each beside the target the task
 corpus aims at (issue "A task world worth training on").
 
-Specs are read as plain YAML (libyaml's ``CSafeLoader`` when present), not validated: a stats
-pass over thousands of specs should take seconds, and ``cowork validate`` is where a spec is
-proven. What each figure counts, exactly (docs/synthesis.md repeats it):
+Specs are read as plain YAML (libyaml's ``CSafeLoader`` when present; a big one through
+:mod:`cowork.spec.fastyaml` and its cache), not validated: a stats pass over thousands of specs
+should take seconds, and ``cowork validate`` is where a spec is proven. What each figure
+counts, exactly (docs/synthesis.md repeats it):
 
 - generators: distinct ``family:<name>`` tags; capabilities: distinct ``capabilities``;
   services: the fourteen services a spec touches, i.e. seeds under ``services:`` or calls in
@@ -69,7 +70,10 @@ def read_spec(path: Path) -> dict[str, Any]:
         CoworkError: The file is not YAML, or not a mapping (the message names the file and line).
     """
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_LOADER)
+        text = path.read_text(encoding="utf-8")
+        data = _fast(text) if len(text) >= FAST_FROM else _NOT_FAST
+        if data is _NOT_FAST:
+            data = yaml.load(text, Loader=_LOADER)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -79,6 +83,24 @@ def read_spec(path: Path) -> dict[str, Any]:
     if not isinstance(data, dict):
         raise CoworkError(f"{path}: a task.yaml is a mapping (id, prompt, checks, ...), not {type(data).__name__}")
     return data
+
+
+#: From this size a spec is read through :mod:`cowork.spec.fastyaml` (the same data, three times
+#: faster, and cached); smaller ones parse in a few milliseconds, and importing it costs 0.5 s
+#: (it brings the spec models), which a pass over hand-written specs need not pay.
+FAST_FROM = 64 * 1024
+_NOT_FAST = object()
+
+
+def _fast(text: str) -> Any:
+    """The document through the fast parser and its cache, or ``_NOT_FAST`` when PyYAML must
+    read it (duplicate or merge keys, tags on collections, errors)."""
+    from ..spec import fastyaml
+
+    try:
+        return fastyaml.load(text)
+    except Exception:  # noqa: BLE001 - NotPlain, or anything else: PyYAML reads it and says what is wrong
+        return _NOT_FAST
 
 
 def _strings(value: Any) -> Iterator[str]:
