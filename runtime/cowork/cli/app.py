@@ -460,7 +460,8 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
 def synth_bench(corpus: Annotated[Path, typer.Argument(help="a folder of generated specs", show_default=False)],
                 concurrency: Annotated[int, typer.Option(help="specs proved at once")] = 2,
                 rounds: Annotated[int, typer.Option(help="rounds of each path, alternating")] = 2,
-                limit: Annotated[int | None, typer.Option(help="only the first N specs", show_default=False)] = None,
+                limit: Annotated[int | None, typer.Option(help="only the first N specs (default: all)",
+                                                          show_default=False)] = None,
                 as_json: Json = False) -> Outcome:
     """Time proving specs (validation and quality gates) in one sandbox with mounted task
     bundles against the path before (a task image per spec, validation and gates in separate

@@ -193,10 +193,10 @@ def _salt() -> bytes:
 
 
 def cache_dir() -> Path:
-    """The folder of cached parses: ``spec-yaml`` under cowork's cache (``$COWORK_CACHE``)."""
-    from ..settings import get
-
-    return get().cache / "spec-yaml"
+    """The folder of cached parses: ``spec-yaml`` under ``$COWORK_CACHE`` (default
+    ``~/.cache/cowork``, as ``settings.cache``; read here from the environment because the spec
+    layer imports nothing of the runtime's)."""
+    return Path(os.environ.get("COWORK_CACHE") or Path.home() / ".cache" / "cowork") / "spec-yaml"
 
 
 def _entry(text: bytes) -> Path:
