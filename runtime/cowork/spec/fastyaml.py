@@ -193,10 +193,11 @@ def _salt() -> bytes:
 
 
 def cache_dir() -> Path:
-    """The folder of cached parses: ``spec-yaml`` under ``$COWORK_CACHE`` (default
-    ``~/.cache/cowork``, as ``settings.cache``; read here from the environment because the spec
-    layer imports nothing of the runtime's)."""
-    return Path(os.environ.get("COWORK_CACHE") or Path.home() / ".cache" / "cowork") / "spec-yaml"
+    """The folder of cached parses: ``spec-yaml`` under ``settings.cache`` (``$COWORK_CACHE``,
+    default ``~/.cache/cowork``)."""
+    from cowork import settings  # a leaf module (pydantic only); imported late, as loading is
+
+    return settings.get().cache / "spec-yaml"
 
 
 def _entry(text: bytes) -> Path:
