@@ -49,24 +49,49 @@ class TestNearDuplicates:
 
     def test_same_prompt_other_world_is_not_a_duplicate(self, tmp_path):
         # A family's template with other slot values: the request alone does not make a duplicate.
-        a = gates._Item("a", gates.shingles("approve the pending expense claims under the policy", 3),
-                        {f"record {i}" for i in range(100)})
-        b = gates._Item("b", set(a.prompt), {f"record {i}" for i in range(60, 160)})
+        prompt = gates.shingles("approve the pending expense claims under the policy", 3)
+        a = gates._Item("a", prompt, {f"record {i}" for i in range(100)})
+        b = gates._Item("b", set(prompt), {f"record {i}" for i in range(60, 160)})
         assert gates.near_duplicate_items([a, b], 0.8) == []
+
+    def test_hashed_shingles_are_the_string_shingles(self):
+        # The gates compare 64-bit hashes of the shingles; the Jaccard must be the strings'.
+        rng = random.Random(3)
+        vocab = [f"w{i}" for i in range(40)] + ["a.b@c.example", "o'neil", "x-1"]
+        memo: dict[str, int] = {}
+        for _ in range(200):
+            a = " ".join(rng.choices(vocab, k=rng.randint(0, 60)))
+            b = " ".join(rng.choices(vocab, k=rng.randint(0, 60)))
+            for k in (3, 5):
+                ha, hb = gates.shingle_hashes(a, k, memo), gates.shingle_hashes(b, k, memo)
+                assert ha.size == len(gates.shingles(a, k)) and hb.size == len(gates.shingles(b, k))
+                assert gates._jaccard_hashes(ha, hb) == gates.jaccard(gates.shingles(a, k), gates.shingles(b, k))
+
+    def test_one_pass_signature_estimates_jaccard(self):
+        # The one-permutation signature (with densification) must estimate the similarity the
+        # LSH bands and the pre-filter rely on, for big sets and for small ones.
+        rng = random.Random(11)
+        for size in (12, 60, 5000):
+            for overlap in (0.2, 0.5, 0.9):
+                common = {f"c{i}" for i in range(int(size * overlap))}
+                a = gates.hash_set(common | {f"a{i}" for i in range(size - len(common))})
+                b = gates.hash_set(common | {f"b{rng.random()}" for _ in range(size - len(common))})
+                true = gates._jaccard_hashes(a, b)
+                est = float((gates._signature(a) == gates._signature(b)).mean())
+                assert abs(est - true) < (0.25 if size < 100 else 0.12), (size, overlap, est, true)
 
     def test_thousands_of_items_find_exactly_the_planted_pairs(self):
         rng = random.Random(7)
         vocab = [f"w{i}" for i in range(5000)]
-        items = []
+        sets = []
         for n in range(2000):
             words = rng.sample(vocab, 300)
-            items.append(gates._Item(f"s{n}", gates.shingles(" ".join(words[:40]), 3),
-                                     gates.shingles(" ".join(words), 5)))
+            sets.append((gates.shingles(" ".join(words[:40]), 3), gates.shingles(" ".join(words), 5)))
         planted = [(5, 1500), (42, 43), (999, 7)]
         for src, dst in planted:  # a copy with a few words changed
-            prompt = sorted(items[src].prompt)
-            seed = sorted(items[src].seed)
-            items[dst] = gates._Item(f"s{dst}", set(prompt[1:]) | {"changed words here"}, set(seed[3:]) | {"x y z w v"})
+            prompt, seed = sorted(sets[src][0]), sorted(sets[src][1])
+            sets[dst] = (set(prompt[1:]) | {"changed words here"}, set(seed[3:]) | {"x y z w v"})
+        items = [gates._Item(f"s{n}", prompt, seed) for n, (prompt, seed) in enumerate(sets)]
         found = {tuple(sorted((p.first, p.second))) for p in gates.near_duplicate_items(items, 0.8)}
         assert found == {tuple(sorted((f"s{a}", f"s{b}"))) for a, b in planted}
 

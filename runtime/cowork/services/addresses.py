@@ -9,6 +9,7 @@ library only: it runs in the container and on the host.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 #: Local part: dot-separated atoms of letters, digits and ``_ + ' = - ! $ & * / ? ^ ` { | } ~``;
 #: no ``%`` or ``#`` (old source routes and fragments some mailers still honour), no quotes.
@@ -31,7 +32,14 @@ def parse_address(value: object) -> tuple[str, str] | None:
     host two or more DNS labels and an alphabetic top-level label. Everything else, including
     surrounding spaces and a trailing dot, is refused rather than repaired.
     """
-    if not isinstance(value, str) or len(value) > 254 or value.count("@") != 1:
+    if type(value) is str:
+        return _parse(value)
+    return _parse.__wrapped__(value) if isinstance(value, str) else None  # a subclass: not cached
+
+
+@lru_cache(maxsize=8192)  # a world's few hundred addresses recur in every record that names them
+def _parse(value: str) -> tuple[str, str] | None:
+    if len(value) > 254 or value.count("@") != 1:
         return None
     local, domain = value.split("@")
     if len(local) > 64 or not _LOCAL.fullmatch(local):

@@ -195,9 +195,9 @@ def _salt() -> bytes:
 def cache_dir() -> Path:
     """The folder of cached parses: ``spec-yaml`` under ``settings.cache`` (``$COWORK_CACHE``,
     default ``~/.cache/cowork``)."""
-    from cowork import settings  # a leaf module (pydantic only); imported late, as loading is
+    from ..settings import get  # a leaf module (pydantic only); imported late, as loading is
 
-    return settings.get().cache / "spec-yaml"
+    return get().cache / "spec-yaml"
 
 
 def _entry(text: bytes) -> Path:

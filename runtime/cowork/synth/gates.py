@@ -10,10 +10,10 @@ size (MinHash signatures bucketed by LSH bands), so 2,000 specs take seconds.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import re
-import zlib
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from itertools import combinations
@@ -28,9 +28,7 @@ from ..spec.loader import LoadedSpec
 #: from 0.5 up is found; each candidate is then confirmed on the exact sets.
 PERMUTATIONS = 128
 BANDS, ROWS = 32, 4
-_PRIME = (1 << 31) - 1
-# Fixed coefficients (not per-process random): the same batch gives the same candidates anywhere.
-_COEF = np.random.default_rng(20260302).integers(1, _PRIME, size=(2, PERMUTATIONS), dtype=np.uint64)
+_BASE = 0x100000001B3  # the shingle polynomial's base (FNV's 64-bit prime)
 
 #: Default similarity (Jaccard of shingles) at and above which two specs are near-duplicates:
 #: both the request text and the seed records must reach it.
@@ -76,12 +74,77 @@ def seed_text(loaded: LoadedSpec) -> str:
     return "\n".join(parts)
 
 
-def _signature(items: set[str]) -> np.ndarray:
-    """MinHash signature of a shingle set (all-max for the empty set)."""
-    if not items:
-        return np.full(PERMUTATIONS, _PRIME, dtype=np.uint64)
-    x = np.fromiter((zlib.crc32(s.encode()) for s in items), dtype=np.uint64, count=len(items)) % _PRIME
-    return ((_COEF[0][:, None] * x[None, :] + _COEF[1][:, None]) % _PRIME).min(axis=1)
+def _word_hash(word: str, memo: dict[str, int]) -> int:
+    h = memo.get(word)
+    if h is None:
+        h = memo[word] = int.from_bytes(hashlib.blake2b(word.encode(), digest_size=8).digest(), "little")
+    return h
+
+
+def _mix(h: np.ndarray) -> np.ndarray:
+    """A 64-bit finaliser (splitmix64's), so that every bit of a shingle's hash depends on all
+    of its words: the signature bins by the low bits."""
+    h = h ^ (h >> np.uint64(30))
+    h = h * np.uint64(0xBF58476D1CE4E5B9)
+    h = h ^ (h >> np.uint64(27))
+    h = h * np.uint64(0x94D049BB133111EB)
+    return h ^ (h >> np.uint64(31))
+
+
+def shingle_hashes(text: str, k: int, memo: dict[str, int] | None = None) -> np.ndarray:
+    """:func:`shingles` as 64-bit hashes (sorted, unique): the same sets, compared in numpy.
+
+    A shingle's hash is a polynomial of its words' hashes (blake2b, kept in ``memo`` across a
+    batch), finalised; two different shingles collide with probability about 2^-64."""
+    memo = {} if memo is None else memo
+    tokens = _words(text)
+    for word in set(tokens).difference(memo):  # each new word hashed once per batch
+        _word_hash(word, memo)
+    words = np.fromiter(map(memo.__getitem__, tokens), dtype=np.uint64, count=len(tokens))
+    if words.size == 0:
+        return words
+    with np.errstate(over="ignore"):
+        k = min(k, words.size)  # a text of k words or fewer is one shingle
+        n = words.size - k + 1
+        h = np.full(n, k, dtype=np.uint64)
+        for j in range(k):
+            h = h * np.uint64(_BASE) + words[j:j + n]
+        return np.unique(_mix(h))
+
+
+def hash_set(items: set[str] | np.ndarray) -> np.ndarray:
+    """A set of shingle strings as sorted unique 64-bit hashes (an array is returned as it is)."""
+    if isinstance(items, np.ndarray):
+        return items
+    return np.unique(np.fromiter((_word_hash(s, {}) for s in items), dtype=np.uint64, count=len(items)))
+
+
+def _signature(hashes: np.ndarray) -> np.ndarray:
+    """One-permutation MinHash of a hash set: ``PERMUTATIONS`` bins by the low bits, the least
+    of the rest in each bin; an empty bin borrows the next filled bin's value (rotation
+    densification), so small sets still compare bin by bin. All-max for the empty set.
+    Linear in the set, one pass: the 128-permutation signature cost 128 passes."""
+    if hashes.size == 0:
+        return np.full(PERMUTATIONS, np.iinfo(np.uint64).max, dtype=np.uint64)
+    empty = np.iinfo(np.uint64).max
+    sig = np.full(PERMUTATIONS, empty, dtype=np.uint64)
+    np.minimum.at(sig, (hashes % np.uint64(PERMUTATIONS)).astype(np.intp), hashes // np.uint64(PERMUTATIONS))
+    filled = np.flatnonzero(sig != empty)
+    if filled.size < PERMUTATIONS:
+        # Each empty bin takes the next filled bin's value (circularly), tagged with the distance.
+        idx = np.arange(PERMUTATIONS)
+        nxt = np.searchsorted(filled, idx) % filled.size
+        dist = (filled[nxt] - idx) % PERMUTATIONS
+        with np.errstate(over="ignore"):
+            sig = np.where(sig == empty, sig[filled[nxt]] + dist.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15), sig)
+    return sig
+
+
+def _jaccard_hashes(a: np.ndarray, b: np.ndarray) -> float:
+    if a.size == 0 and b.size == 0:
+        return 1.0
+    inter = np.intersect1d(a, b, assume_unique=True).size
+    return inter / (a.size + b.size - inter)
 
 
 def jaccard(a: set[str], b: set[str]) -> float:
@@ -110,8 +173,13 @@ class DuplicatePair:
 @dataclass
 class _Item:
     key: str
-    prompt: set[str]
-    seed: set[str]
+    prompt: np.ndarray
+    """The request's shingles as sorted unique hashes (:func:`shingle_hashes`; a set of
+    strings is converted)."""
+    seed: np.ndarray
+
+    def __post_init__(self) -> None:
+        self.prompt, self.seed = hash_set(self.prompt), hash_set(self.seed)
 
 
 def near_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_THRESHOLD) -> list[DuplicatePair]:
@@ -122,17 +190,17 @@ def near_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_THRESH
     Candidates come from LSH buckets of the MinHash signature of the seed shingles, so the
     cost grows with the batch, not with its square; each candidate is confirmed exactly.
     """
-    items = [_Item(f"{ls.spec.id} ({ls.path})", shingles(prompt_text(ls.spec), 3), shingles(seed_text(ls), 5))
-             for ls in specs]
+    memo: dict[str, int] = {}
+    items = [_Item(f"{ls.spec.id} ({ls.path})", shingle_hashes(prompt_text(ls.spec), 3, memo),
+                   shingle_hashes(seed_text(ls), 5, memo)) for ls in specs]
     return near_duplicate_items(items, threshold)
 
 
 def near_duplicate_items(items: list[_Item], threshold: float) -> list[DuplicatePair]:
-    """:func:`near_duplicates` over prepared shingle sets."""
+    """:func:`near_duplicates` over prepared shingle hashes."""
     if len(items) < 2:
         return []
     seeds = np.stack([_signature(i.seed) for i in items])
-    prompts = np.stack([_signature(i.prompt) for i in items])
     buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
     for n, sig in enumerate(seeds):
         for band in range(BANDS):
@@ -141,15 +209,18 @@ def near_duplicate_items(items: list[_Item], threshold: float) -> list[Duplicate
     for members in buckets.values():
         if len(members) > 1:
             candidates.update(combinations(members, 2))
-    # The signature estimate (standard error about 0.045 at 128 permutations) drops the clear
-    # misses before the exact sets are compared; the margin keeps true pairs.
+    # The signature estimate (standard error about 0.045 at 128 bins) drops the clear misses
+    # before the exact sets are compared, the small prompt sets first; the margin keeps true pairs.
     margin = 0.15
     pairs = []
     for a, b in sorted(candidates):
-        if (seeds[a] == seeds[b]).mean() < threshold - margin or (prompts[a] == prompts[b]).mean() < threshold - margin:
+        if (seeds[a] == seeds[b]).mean() < threshold - margin:
             continue
-        ps, ss = jaccard(items[a].prompt, items[b].prompt), jaccard(items[a].seed, items[b].seed)
-        if ps >= threshold and ss >= threshold:
+        ps = _jaccard_hashes(items[a].prompt, items[b].prompt)
+        if ps < threshold:
+            continue
+        ss = _jaccard_hashes(items[a].seed, items[b].seed)
+        if ss >= threshold:
             pairs.append(DuplicatePair(items[a].key, items[b].key, ps, ss))
     pairs.sort(key=lambda p: (-min(p.prompt_similarity, p.seed_similarity), p.first, p.second))
     return pairs
@@ -400,11 +471,12 @@ def structural_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_
         names = seed_names(ls)
         groups[skeleton(ls, names)].append((ls, names))
     pairs: list[DuplicatePair] = []
+    memo: dict[str, int] = {}
     for members in groups.values():
         if len(members) < 2:
             continue
-        items = [_Item(f"{ls.spec.id} ({ls.path})", shingles(prompt_shape(prompt_text(ls.spec), names), 3),
-                       shingles(entity_shape(seed_text(ls), names), 5)) for ls, names in members]
+        items = [_Item(f"{ls.spec.id} ({ls.path})", shingle_hashes(prompt_shape(prompt_text(ls.spec), names), 3, memo),
+                       shingle_hashes(entity_shape(seed_text(ls), names), 5, memo)) for ls, names in members]
         pairs += [p for p in near_duplicate_items(items, threshold) if p.seed_similarity >= seed_threshold]
     pairs.sort(key=lambda p: (-min(p.prompt_similarity, p.seed_similarity), p.first, p.second))
     return pairs
