@@ -56,3 +56,35 @@ async def test_limits_and_errors(host, tmp_path):
     assert "only b" in await read(mcp, path="book.xlsx", sheet="b")  # still serving
     calls = [line for line in (tmp_path / "audit.jsonl").read_text().splitlines() if DOCUMENT_TOOL in line]
     assert len(calls) >= 16  # each call and its result are on the record
+
+
+async def test_a_document_read_again_is_answered_from_its_content(host, tmp_path, monkeypatch):
+    # Episodes in one sandbox read the same documents after each reset: same bytes and
+    # arguments, same answer, no new reader child. Anything else runs the reader again.
+    from cowork.server.tools.documents import DocumentTool
+
+    mcp, _ = host
+    children = []
+    real = DocumentTool._run_reader
+
+    async def counted(self, *args):
+        children.append(args[0])
+        return await real(self, *args)
+
+    monkeypatch.setattr(DocumentTool, "_run_reader", counted)
+    first = await read(mcp, path="book.xlsx")
+    assert await read(mcp, path="book.xlsx") == first and len(children) == 1
+    # The same file named another way shows the name it was asked by.
+    assert (await read(mcp, path=str(tmp_path / "ws" / "book.xlsx"))).startswith(f"# {tmp_path}/ws/book.xlsx:")
+    assert len(children) == 1
+    assert await read(mcp, path="book.xlsx", sheet="B") != first and len(children) == 2  # other arguments
+    from cowork.synth.office import xlsx_bytes
+
+    (tmp_path / "ws" / "book.xlsx").write_bytes(xlsx_bytes({"A": [["changed", 5]]}))
+    changed = await read(mcp, path="book.xlsx")
+    assert "changed" in changed and len(children) == 3  # new bytes, a new reading
+    (tmp_path / "ws" / "book.xlsx").unlink()
+    with pytest.raises(ToolError, match="File not found"):  # never a stale answer for a file gone
+        await read(mcp, path="book.xlsx")
+    calls = [line for line in (tmp_path / "audit.jsonl").read_text().splitlines() if DOCUMENT_TOOL in line]
+    assert len(calls) >= 5  # answered from memory or not, every call is on the record

@@ -88,10 +88,12 @@ async def prove(spec: str | Path | LoadedSpec, *, gates: bool = True, bundles: b
         proof.reasons += [f"gate answer: {r}" for r in answer.reasons()] if answer.refused else []
     pool = SandboxPool(max_per_task=1, max_total=1, bundles=can_bundle() if bundles is None else bundles)
     try:
-        report = proof.validation = await validate_spec(loaded, judge, pool=pool)
+        episodes: dict[str, Any] = {}
+        report = proof.validation = await validate_spec(loaded, judge, pool=pool, runs=episodes)
         proof.reasons += [f"invalid {f.step}: {f.detail}" for f in report.findings if not f.ok]
         if gates and report.ok:
-            runs = proof.trivial = await trivial_runs(loaded, pool=pool)
+            # Validation's no-op agent replied with an empty message: that is the empty-answer run.
+            runs = proof.trivial = await trivial_runs(loaded, pool=pool, empty=episodes.get("nop"))
             if runs.error:
                 proof.reasons.append(f"gate not run: {runs.error}")
             proof.reasons += [f"gate trivial: {r}" for r in runs.reasons]

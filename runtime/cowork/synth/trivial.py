@@ -392,14 +392,17 @@ class TrivialRunReport:
 
 
 async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: bool = True, pool: Any = None,
-                       bundles: bool = False) -> TrivialRunReport:
+                       bundles: bool = False, empty: Any = None) -> TrivialRunReport:
     """Run the empty-answer, do-everything and read-everything-hedger agents on ``loaded`` in
     real sandboxes.
 
     Never raises for a bad spec; an infrastructure failure is reported in ``error`` (and
     refuses nothing: it says nothing about the spec). ``pool``: run in the caller's
     :class:`~cowork.sandbox.pool.SandboxPool` (not closed here), e.g. the one validation used;
-    ``bundles``: a pool of this call's mounts the task layer instead of building an image.
+    ``bundles``: a pool of this call's mounts the task layer instead of building an image;
+    ``empty``: the empty-answer run already made (validation's no-op run, an
+    :class:`~cowork.episode.run.EpisodeResult` of an agent that replied with an empty message),
+    not run again.
     """
     from ..engine.client import in_thread
     from ..engine.images import ensure_task_image
@@ -418,7 +421,8 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: b
             image, _ = await pool.prepare(loaded)
         else:
             image = image or await in_thread(ensure_task_image, loaded)
-        empty = await run_task(loaded, empty_answer_policy(), image=image, pool=pool)
+        if empty is None or empty.trajectory is None or not _said_nothing(empty.trajectory.messages):
+            empty = await run_task(loaded, empty_answer_policy(), image=image, pool=pool)
         if empty.grade.status == "infra_error" or empty.evidence is None:
             rep.error = f"empty-answer run: {empty.grade.error}"
             return rep
@@ -465,6 +469,13 @@ async def trivial_runs(loaded: LoadedSpec, image: str | None = None, *, reuse: b
             await pool.close()
     rep.refused = bool(rep.reasons)
     return rep
+
+
+def _said_nothing(messages: list[dict[str, Any]]) -> bool:
+    """The agent of this run called no tool and its first reply was empty (as the empty-answer
+    agent's: ``Done.`` to any later turn)."""
+    said = [m for m in messages if m.get("role") == "assistant"]
+    return bool(said) and all(not m.get("tool_calls") for m in said) and not (said[0].get("content") or "").strip()
 
 
 # --------------------------------------------------------------------------- the static hedge

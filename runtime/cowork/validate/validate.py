@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from ..agents import make_policy
+from ..agents.scripted import ScriptedPolicy
 from ..episode.run import EpisodeResult, run_task
 from ..errors import CoworkError, SpecError
 from ..spec.loader import LoadedSpec, load_spec
@@ -68,7 +69,8 @@ def _escaped(text: str) -> str:
 
 
 async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reuse: bool = True,
-                        pool: Any = None, bundles: bool = False) -> ValidationReport:
+                        pool: Any = None, bundles: bool = False,
+                        runs: dict[str, EpisodeResult] | None = None) -> ValidationReport:
     """Validate one spec in real sandboxes; never raises for a bad spec, reports it.
 
     The steps, in order: schema, build, oracle (with the judge note, the user's and the
@@ -86,6 +88,8 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reu
             here), for example to run the quality gates in the same sandbox afterwards.
         bundles: With ``reuse``, mount the task layer from a folder on the sandbox image instead
             of building a task image (``SandboxPool(bundles=True)``).
+        runs: Filled with the episodes run, by step (``oracle``, ``nop``, ``violation``), for a
+            caller that reuses them (the no-op run is the quality gates' empty-answer run).
     """
     from ..sandbox.pool import SandboxPool
 
@@ -96,6 +100,8 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reu
     if own:
         pool = SandboxPool(max_per_task=1, max_total=1, bundles=bundles)
     steps = _Steps(loaded, judge, report, pool)
+    if runs is not None:
+        steps.runs = runs
     try:
         await steps.build()
         oracle = await steps.oracle()
@@ -135,6 +141,7 @@ class _Steps:
     def __init__(self, loaded: LoadedSpec, judge: Any, report: ValidationReport, pool: Any = None):
         self.loaded, self.spec, self.judge, self.report, self.pool = loaded, loaded.spec, judge, report, pool
         self.image = ""
+        self.runs: dict[str, EpisodeResult] = {}
         #: Judge checks and rules: unproven without a judge.
         self.judged = [c for c in (*self.spec.checks, *self.spec.safety) if c.type == "judge"]
 
@@ -225,8 +232,11 @@ class _Steps:
                                          "checks")
 
     async def nop(self) -> EpisodeResult:
-        """Step ``nop``: an agent that does nothing fails."""
-        nop = await self._run("nop")
+        """Step ``nop``: an agent that does nothing fails. It replies with an empty message:
+        nothing done and nothing said (the quality gates' empty-answer agent, whose run a
+        caller may reuse)."""
+        nop = self.runs["nop"] = await run_task(self.loaded, ScriptedPolicy([""], name="nop"), image=self.image,
+                                                judge=self.judge, pool=self.pool)
         ok = nop.grade.status == "graded" and not nop.grade.passed
         self._add(step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
                   field="checks", hint=None if ok else "add a completion check that only real work can satisfy")

@@ -14,8 +14,10 @@ workspace tools' path rules (mail_save_attachment, attachments on mail_send).
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sys
+from collections import OrderedDict
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
@@ -33,6 +35,9 @@ if TYPE_CHECKING:
 READER = office_text.__file__
 #: Memory ceiling of the reader child (address space; lxml and openpyxl map ~200 MiB at import).
 READER_MEMORY_BYTES = 1 << 30
+#: Answers kept, keyed by the file's content (see DocumentTool.read): at most this many, and
+#: this many characters in all.
+CACHE_ENTRIES, CACHE_CHARS = 64, 16 << 20
 
 DESCRIPTION = (
     "Read a document in the workspace as text: xlsx workbooks (every sheet as a table of cell "
@@ -50,6 +55,8 @@ class DocumentTool:
 
     def __init__(self, workspace: WorkspaceTools):
         self.workspace = workspace
+        self._answers: OrderedDict[tuple, str] = OrderedDict()
+        self._chars = 0
 
     def register(self, mcp: ToolApp) -> None:
         """Add the ``read_document`` tool to ``mcp``."""
@@ -69,6 +76,11 @@ class DocumentTool:
                    max_chars: int | None = None) -> str:
         """The document's text, read by a child process running as the agent.
 
+        A file read before with the same bytes (hashed as the agent reads them now, so a file
+        the agent may no longer read is refused as before) and the same arguments gets the
+        same answer without a new child: the reader costs ~0.1 s of interpreter start, and
+        episodes in one sandbox read the same documents after each reset.
+
         Raises:
             ToolError: the file is missing, refused, unreadable as a document, or the reader
                 ran past the time limit or its memory.
@@ -78,6 +90,47 @@ class DocumentTool:
             raise ToolError(f"Permission denied: {path!r}")
         limit = self.workspace.cfg.output_limit
         chars = min(max_chars or limit, limit)
+        digest = await self._digest(path)
+        key = (full, digest, sheet, pages, chars)
+        if digest is not None and key in self._answers:
+            self._answers.move_to_end(key)
+            answer = self._answers[key]
+        else:
+            answer = await self._run_reader(path, full, sheet, pages, chars)
+            if digest is not None and await self._digest(path) == digest:  # unchanged while it was read
+                self._keep(key, answer)
+        return answer.replace(f"# {full}:", f"# {path}:", 1)
+
+    async def _digest(self, path: str) -> str | None:
+        """The SHA-256 of the file as the agent reads it now; None when it cannot (the reader
+        then says why)."""
+        try:
+            return await self.workspace._timed(self._hash, path)
+        except ToolError:
+            return None
+
+    def _hash(self, path: str, deadline: Deadline) -> str:
+        fd, _ = self.workspace._open(path, os.O_RDONLY)
+        try:
+            h = hashlib.sha256()
+            while chunk := os.read(fd, 1 << 20):
+                if deadline.expired:
+                    raise ToolError(f"tool timed out reading {path!r}")
+                h.update(chunk)
+            return h.hexdigest()
+        finally:
+            os.close(fd)
+
+    def _keep(self, key: tuple, answer: str) -> None:
+        if len(answer) > CACHE_CHARS // 4:
+            return
+        self._answers[key] = answer
+        self._chars += len(answer)
+        while len(self._answers) > CACHE_ENTRIES or self._chars > CACHE_CHARS:
+            _, old = self._answers.popitem(last=False)
+            self._chars -= len(old)
+
+    async def _run_reader(self, path: str, full: str, sheet: str | None, pages: str | None, chars: int) -> str:
         argv = [sys.executable, "-I", READER, full, str(chars), str(READER_MEMORY_BYTES)]
         if sheet is not None:
             argv += ["--sheet", sheet]
@@ -90,7 +143,7 @@ class DocumentTool:
         if result["exit_code"] != 0:
             tail = output.strip().splitlines()[-1:] or ["no output"]
             raise ToolError(f"could not read {path!r}: the reader stopped (exit {result['exit_code']}): {tail[0][:300]}")
-        return output.replace(f"# {full}:", f"# {path}:", 1)
+        return output
 
 
 class AgentFiles:
