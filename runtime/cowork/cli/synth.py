@@ -67,7 +67,7 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
     from ..errors import CoworkError, SpecError
     from ..rollouts.progress import ProgressReport
     from ..spec.loader import load_each
-    from ..synth import gates
+    from ..synth import features, gates
     from ..synth.prove import can_bundle
     from ..synth.trivial import trivial_runs
     from .commands import _spec_targets
@@ -77,24 +77,27 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
     if not 0 < threshold <= 1:
         raise CoworkError(f"--threshold must be in (0, 1], got {threshold}")
     refused: dict[str, list[str]] = {}
-    loaded = []
+    loaded: list[Any] = []  # LoadedSpec, or SpecFeatures when static
     targets = _spec_targets(paths)
-    for target, got in zip(targets, load_each(targets)):  # in processes for a big batch
+    # The static gates need only each spec's features, cached by content; the sandbox runs
+    # need the specs themselves. Either way in processes for a big batch.
+    for target, got in zip(targets, features.each(targets) if static else load_each(targets)):
         if isinstance(got, SpecError):
             refused[str(target)] = [f"does not load: {p}" for p in got.problems]
         else:
             loaded.append(got)
-    pairs = gates.near_duplicates(loaded, threshold)
+    feats: list[features.SpecFeatures] = loaded if static else [features.of(ls) for ls in loaded]
+    pairs = features.near_duplicates(feats, threshold)
     for pair in pairs:  # the later of a pair goes; the first stays
         refused.setdefault(pair.second, []).append(
             f"near-duplicate of {pair.first} (prompt {pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
     seen = {(p.first, p.second) for p in pairs}
-    clones = [p for p in gates.structural_duplicates(loaded, threshold) if (p.first, p.second) not in seen]
+    clones = [p for p in features.structural_duplicates(feats, threshold) if (p.first, p.second) not in seen]
     for pair in clones:
         refused.setdefault(pair.second, []).append(
             f"clone of {pair.first}: same oracle, checks and rules with entities renamed (prompt shape "
             f"{pair.prompt_similarity:.2f}, seed after renaming {pair.seed_similarity:.2f})")
-    answers = {_key(ls): gates.answer_gate(ls) for ls in loaded}
+    answers = {f.key: f.answer for f in feats}
     for key, gate in answers.items():
         if gate.refused:
             refused.setdefault(key, []).extend(gate.reasons())
@@ -114,23 +117,22 @@ async def check(paths: list[str], *, concurrency: int, threshold: float, static:
                 runs[_key(ls)] = rep
                 if rep.refused:
                     refused.setdefault(_key(ls), []).extend(rep.reasons)
-    signals = [(gates.family_of(ls), gates.difficulty(ls, getattr(runs.get(_key(ls)), "empty_completion", None)))
-               for ls in loaded]
+    signals = [(f.family, f.difficulty.scored(getattr(runs.get(f.key), "empty_completion", None))) for f in feats]
     relabelled: dict[str, str] = {}
-    for ls, (_, sig) in zip(loaded, signals):
+    for f, (_, sig) in zip(feats, signals):
         if not sig.overclaims:
             continue
         if fix_difficulty:
-            gates.relabel(ls, sig.predicted)
-            relabelled[_key(ls)] = f"{sig.declared} -> {sig.predicted}"
+            gates.relabel(Path(f.path), sig.predicted)
+            relabelled[f.key] = f"{sig.declared} -> {sig.predicted}"
         else:
-            refused.setdefault(_key(ls), []).append(
+            refused.setdefault(f.key, []).append(
                 f"declared {sig.declared} but measures {sig.predicted} (score {sig.score:g}: {sig.oracle_steps} oracle "
                 f"calls, {sig.services} services, {sig.checks} checks): relabel it, or rerun with --fix-difficulty")
     order = gates.level_order_problems(signals)
-    div = gates.diversity(loaded)
+    div = features.diversity(feats)
     errors = {k: r.error for k, r in runs.items() if r.error}
-    total = len(loaded) + sum(1 for k in refused if k not in {_key(x) for x in loaded})
+    total = len(feats) + sum(1 for k in refused if k not in {f.key for f in feats})
     if as_json:
         output.print_json({"specs": total, "refused": refused, "near_duplicates": [p.as_dict() for p in pairs],
                            "clones": [p.as_dict() for p in clones],

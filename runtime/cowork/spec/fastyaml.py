@@ -166,12 +166,12 @@ def load(text: str) -> Any:
     """
     entry = _entry(text.encode()) if len(text) >= CACHE_FROM else None
     if entry is not None:
-        cached = _read(entry)
+        cached = read_entry(entry)
         if cached is not None:
             return cached
     data, plain = parse(text)
     if entry is not None and plain:
-        _write(entry, data)
+        write_entry(entry, data)
     return data
 
 
@@ -206,36 +206,39 @@ def _entry(text: bytes) -> Path:
     return cache_dir() / f"{hashlib.sha256(_salt() + text).hexdigest()}.json.z"
 
 
-def _read(entry: Path) -> Any:
+def read_entry(entry: Path) -> Any:
+    """The JSON data of a cache entry (zlib-compressed), ``None`` when it is missing or torn."""
     try:
         return json.loads(zlib.decompress(entry.read_bytes()))
     except FileNotFoundError:
         return None
     except (OSError, ValueError, zlib.error) as exc:  # a torn or foreign file: parse again
-        log.debug("spec cache %s unreadable (%s); parsing", entry.name, exc)
+        log.debug("cache entry %s unreadable (%s)", entry.name, exc)
         return None
 
 
-_pruned = False
+_pruned: set[Path] = set()
 
 
-def _write(entry: Path, data: Any) -> None:
-    global _pruned
+def write_entry(entry: Path, data: Any, limit: int = CACHE_BYTES) -> None:
+    """Write ``data`` as a cache entry atomically; the first write of a process to a folder
+    prunes it to ``limit`` bytes (:func:`prune`). A folder that cannot be written is passed
+    over: everything works, only slower."""
     try:
         blob = zlib.compress(json.dumps(data, ensure_ascii=False, separators=(",", ":")).encode(), 1)
     except (TypeError, ValueError):  # a cycle through an alias
         return
     try:
         entry.parent.mkdir(parents=True, exist_ok=True)
-        if not _pruned:
-            _pruned = True
-            prune(entry.parent, CACHE_BYTES)
+        if entry.parent not in _pruned:
+            _pruned.add(entry.parent)
+            prune(entry.parent, limit)
         fd, tmp = tempfile.mkstemp(dir=entry.parent, prefix=".tmp-")
         with os.fdopen(fd, "wb") as f:
             f.write(blob)
         os.replace(tmp, entry)  # atomic: a reader in another process sees all of it or nothing
     except OSError as exc:  # a read-only home: loading works, only slower
-        log.debug("spec cache not written (%s)", exc)
+        log.debug("cache entry not written (%s)", exc)
 
 
 def prune(folder: Path, limit: int) -> int:

@@ -15,9 +15,10 @@ import json
 import math
 import re
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import combinations
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -176,10 +177,27 @@ class _Item:
     prompt: np.ndarray
     """The request's shingles as sorted unique hashes (:func:`shingle_hashes`; a set of
     strings is converted)."""
-    seed: np.ndarray
+    seed: np.ndarray | None
+    """The seed's shingles; ``None`` when only ``signature`` is at hand and ``seed_of`` gives
+    them for the few candidate pairs that need the exact sets."""
+    signature: np.ndarray | None = None
+    seed_of: Callable[[], np.ndarray] | None = None
 
     def __post_init__(self) -> None:
-        self.prompt, self.seed = hash_set(self.prompt), hash_set(self.seed)
+        self.prompt = hash_set(self.prompt)
+        if self.seed is not None:
+            self.seed = hash_set(self.seed)
+        if self.signature is None:
+            if self.seed is None:
+                raise ValueError(f"{self.key}: neither the seed shingles nor their signature")
+            self.signature = _signature(self.seed)
+
+    def seed_hashes(self) -> np.ndarray:
+        """The exact seed shingles (read through ``seed_of`` once, when they were not given)."""
+        if self.seed is None:
+            assert self.seed_of is not None, self.key
+            self.seed = hash_set(self.seed_of())
+        return self.seed
 
 
 def near_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_THRESHOLD) -> list[DuplicatePair]:
@@ -200,7 +218,7 @@ def near_duplicate_items(items: list[_Item], threshold: float) -> list[Duplicate
     """:func:`near_duplicates` over prepared shingle hashes."""
     if len(items) < 2:
         return []
-    seeds = np.stack([_signature(i.seed) for i in items])
+    seeds = np.stack([i.signature for i in items if i.signature is not None])  # each has one (__post_init__)
     buckets: dict[tuple[int, bytes], list[int]] = defaultdict(list)
     for n, sig in enumerate(seeds):
         for band in range(BANDS):
@@ -219,7 +237,7 @@ def near_duplicate_items(items: list[_Item], threshold: float) -> list[Duplicate
         ps = _jaccard_hashes(items[a].prompt, items[b].prompt)
         if ps < threshold:
             continue
-        ss = _jaccard_hashes(items[a].seed, items[b].seed)
+        ss = _jaccard_hashes(items[a].seed_hashes(), items[b].seed_hashes())
         if ss >= threshold:
             pairs.append(DuplicatePair(items[a].key, items[b].key, ps, ss))
     pairs.sort(key=lambda p: (-min(p.prompt_similarity, p.seed_similarity), p.first, p.second))
@@ -268,6 +286,18 @@ class DifficultySignal:
         """Every field, ``mismatch`` and ``overclaims``, as a JSON-ready dict."""
         return {k: v for k, v in self.__dict__.items()} | {"mismatch": self.mismatch, "overclaims": self.overclaims}
 
+    def scored(self, nop_completion: float | None = None) -> DifficultySignal:
+        """This signal with its score and predicted level worked out from its counts, and
+        ``nop_completion`` (what the no-op agent earns) taking its share of the work away."""
+        # Checks and rules are capped: sixty file_exists checks of one move-everything task are
+        # one kind of work, not sixty.
+        score = self.oracle_steps + 2 * max(self.services - 1, 0) + self.distinct_tools + min(self.checks, 10) \
+            + min(self.safety_rules, 6) + 2 * (self.turns - 1) + 2 * math.log2(1 + self.records)
+        if nop_completion:
+            score *= 1 - min(nop_completion, 1.0) / 2
+        return replace(self, nop_completion=nop_completion, score=round(float(score), 2),
+                       predicted="easy" if score < EASY_BELOW else "hard" if score >= HARD_FROM else "medium")
+
 
 #: Score bounds of the predicted levels, set on the 36 hand-written specs in specs/: their
 #: easy ones score 13-30, medium 20-34 (most 25-30), hard 29-52; with these bounds none is
@@ -292,16 +322,8 @@ def difficulty(loaded: LoadedSpec, nop_completion: float | None = None) -> Diffi
     turns = 1 + (len(spec.user.turns) if spec.user else 0) + len(spec.days or [])
     sig = DifficultySignal(task=spec.id, declared=spec.difficulty, oracle_steps=len(calls), services=len(services),
                            distinct_tools=len(tools), checks=len(spec.checks), safety_rules=len(spec.safety),
-                           turns=turns, records=_records(loaded), nop_completion=nop_completion)
-    # Checks and rules are capped: sixty file_exists checks of one move-everything task are
-    # one kind of work, not sixty.
-    score = len(calls) + 2 * max(len(services) - 1, 0) + len(tools) + min(len(spec.checks), 10) \
-        + min(len(spec.safety), 6) + 2 * (turns - 1) + 2 * math.log2(1 + sig.records)
-    if nop_completion:
-        score *= 1 - min(nop_completion, 1.0) / 2
-    sig.score = round(float(score), 2)
-    sig.predicted = "easy" if score < EASY_BELOW else "hard" if score >= HARD_FROM else "medium"
-    return sig
+                           turns=turns, records=_records(loaded))
+    return sig.scored(nop_completion)
 
 
 def _records(loaded: LoadedSpec) -> int:
@@ -372,20 +394,31 @@ class Diversity:
 def diversity(specs: list[LoadedSpec]) -> Diversity:
     """Counts per capability, service (seeded or called by the oracle), family and declared
     difficulty; and the taxonomy's capabilities no spec of the batch exercises."""
+    return diversity_of([(ls.spec.capabilities, used_services(ls), family_of(ls), ls.spec.difficulty) for ls in specs])
+
+
+def used_services(loaded: LoadedSpec) -> list[str]:
+    """The services a spec seeds or its oracle calls (``workspace`` for files), sorted."""
+    spec = loaded.spec
+    services = set(spec.services.model_dump(exclude_none=True)) if spec.services else set()
+    services |= {s.tool.split("_", 1)[0] for s in spec.oracle if s.tool and s.tool.split("_", 1)[0]
+                 in _service_names()}
+    if any(s.tool in _WORKSPACE_TOOLS for s in spec.oracle) or (spec.workspace and spec.workspace.files):
+        services.add("workspace")
+    return sorted(services)
+
+
+def diversity_of(rows: list[tuple[list[str], list[str], str, str | None]]) -> Diversity:
+    """:func:`diversity` from each spec's capabilities, :func:`used_services`, family and
+    declared difficulty."""
     from ..spec.capabilities import capabilities
 
-    d = Diversity(specs=len(specs))
-    for ls in specs:
-        spec = ls.spec
-        d.capabilities.update(spec.capabilities)
-        services = set(spec.services.model_dump(exclude_none=True)) if spec.services else set()
-        services |= {s.tool.split("_", 1)[0] for s in spec.oracle if s.tool and s.tool.split("_", 1)[0]
-                     in _service_names()}
-        if any(s.tool in _WORKSPACE_TOOLS for s in spec.oracle) or (spec.workspace and spec.workspace.files):
-            services.add("workspace")
+    d = Diversity(specs=len(rows))
+    for caps, services, family, level in rows:
+        d.capabilities.update(caps)
         d.services.update(services)
-        d.families[family_of(ls)] += 1
-        d.difficulties[spec.difficulty or "unset"] += 1
+        d.families[family] += 1
+        d.difficulties[level or "unset"] += 1
     d.missing_capabilities = [c for c in capabilities() if c not in d.capabilities]
     return d
 
@@ -470,20 +503,27 @@ def structural_duplicates(specs: list[LoadedSpec], threshold: float = DUPLICATE_
     for ls in specs:
         names = seed_names(ls)
         groups[skeleton(ls, names)].append((ls, names))
-    pairs: list[DuplicatePair] = []
     memo: dict[str, int] = {}
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        items = [_Item(f"{ls.spec.id} ({ls.path})", shingle_hashes(prompt_shape(prompt_text(ls.spec), names), 3, memo),
-                       shingle_hashes(entity_shape(seed_text(ls), names), 5, memo)) for ls, names in members]
-        pairs += [p for p in near_duplicate_items(items, threshold) if p.seed_similarity >= seed_threshold]
+    return structural_duplicate_items(
+        [[_Item(f"{ls.spec.id} ({ls.path})", shingle_hashes(prompt_shape(prompt_text(ls.spec), names), 3, memo),
+                shingle_hashes(entity_shape(seed_text(ls), names), 5, memo)) for ls, names in members]
+         for members in groups.values() if len(members) > 1], threshold, seed_threshold)
+
+
+def structural_duplicate_items(groups: list[list[_Item]], threshold: float,
+                               seed_threshold: float = CLONE_SEED_THRESHOLD) -> list[DuplicatePair]:
+    """:func:`structural_duplicates` over specs grouped by skeleton, each group's items holding
+    the shingles of the prompt shape and of the seed with entities replaced."""
+    pairs: list[DuplicatePair] = []
+    for items in groups:
+        if len(items) > 1:
+            pairs += [p for p in near_duplicate_items(items, threshold) if p.seed_similarity >= seed_threshold]
     pairs.sort(key=lambda p: (-min(p.prompt_similarity, p.seed_similarity), p.first, p.second))
     return pairs
 
 
 # --------------------------------------------------------------------------- difficulty labels
-def relabel(loaded: LoadedSpec, level: str) -> None:
+def relabel(loaded: LoadedSpec | Path, level: str) -> None:
     """Rewrite the ``difficulty:`` line of the spec's task.yaml to ``level``, leaving every
     other byte as it was.
 
@@ -494,7 +534,8 @@ def relabel(loaded: LoadedSpec, level: str) -> None:
 
     if level not in LEVELS:
         raise CoworkError(f"unknown difficulty {level!r}; use one of {', '.join(LEVELS)}")
-    path = loaded.path if loaded.path.name == "task.yaml" else loaded.path / "task.yaml"
+    path = loaded if isinstance(loaded, Path) else loaded.path
+    path = path if path.name == "task.yaml" else path / "task.yaml"
     text = path.read_text(encoding="utf-8")
     new, n = re.subn(r"(?m)^difficulty:[ \t]*[^\n#]*?([ \t]*(?:#[^\n]*)?)$", f"difficulty: {level}\\1", text, count=1)
     if not n:
