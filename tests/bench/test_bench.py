@@ -125,6 +125,12 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
     assert bridge["bridge_ms"]["n"] == bridge["direct_ms"]["n"] == 100 and bridge["errors"] == 0
     assert bridge["spawn_to_ready_s"]["n"] == 3 and bridge["initialize_ms"]["p50"] > 0 and bridge["exit_codes"] == [0]
 
+    gateway = data["gateway"]
+    assert gateway["keepalive_ms"]["n"] == gateway["unix_ms"]["n"] == 100 and gateway["errors"] == 0
+    assert gateway["fresh_ms"]["n"] == 20 and gateway["ratio"] > 0
+    # Not the 2 ms target (the machine's load moves it), but never the ~45 ms of a Nagle stall.
+    assert gateway["overhead_ms"] < 15, gateway
+
     start = data["start"]
     assert start["sandbox_s"]["n"] >= 1 and start["docker_run_s"]["n"] >= 1 and start["first_start_s"] > 0
 
@@ -163,7 +169,8 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     from cowork.bench import docker_probes as probes
     from cowork.engine import client
 
-    names = ["build cache", "tool-call latency", "stdio bridge (cowork connect)", "sandbox start and idle memory",
+    names = ["build cache", "tool-call latency", "stdio bridge (cowork connect)", "HTTP gateway (cowork serve)",
+             "sandbox start and idle memory",
              "throughput", "grading",
              "verified reset", "pool acquire", "environment overhead", "scale"]
 
@@ -179,4 +186,4 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     assert bench_command.bench(quick=True, as_json=False, scale=None) == 130
     err = capsys.readouterr().err
     assert len(names) == PHASES
-    assert "bench: 1/10 phases" in err and "; build cache" in err and "bench: 9/10 phases" in err
+    assert "bench: 1/11 phases" in err and "; build cache" in err and "bench: 10/11 phases" in err

@@ -1,4 +1,5 @@
-"""The stdio bridge's rows of the bench report: what passes and what misses (no daemon needed)."""
+"""The stdio bridge's and the HTTP gateway's rows of the bench report: what passes and what misses
+(no daemon needed)."""
 
 from cowork.bench.report import Report
 
@@ -27,3 +28,22 @@ def test_over_the_targets_or_with_errors_miss():
     assert [r["pass"] for r in _rows(_bridge(3.0, 3.5, 0.31, 4.0, errors=1)).values()] == [False, True]
     assert [r["pass"] for r in _rows(_bridge(3.0, 3.5, 0.8, 4.0)).values()] == [True, False]
     assert "stdio bridge detail" in Report({"bridge": _bridge(3.0, 3.5, 0.3, 4.0)}).table()
+
+
+def _gateway(unix: float, kept: float, fresh: float, errors: int = 0) -> dict:
+    ms = lambda p50: {"n": 100, "p50": p50, "p90": p50 * 1.5}  # noqa: E731
+    return {"tool": "read_file", "unix_ms": ms(unix), "keepalive_ms": ms(kept), "fresh_ms": ms(fresh),
+            "errors": errors, "overhead_ms": round(kept - unix, 3), "ratio": round(kept / unix, 2)}
+
+
+def test_gateway_row_passes_within_2_ms_of_the_unix_socket():
+    figure = "HTTP gateway (cowork serve) kept-alive call p50 vs the unix socket"
+    row = {v["figure"]: v for v in Report({"gateway": _gateway(3.2, 4.1, 6.0)}).verdicts()}[figure]
+    assert row["pass"] and row["value"] == 0.9 and row["shown"] == "4.10 vs 3.20 ms (+0.90 ms, 1.28x)"
+    stalled = {v["figure"]: v for v in Report({"gateway": _gateway(3.5, 48.0, 5.3)}).verdicts()}[figure]
+    assert not stalled["pass"] and stalled["shown"] == "48.00 vs 3.50 ms (+44.50 ms, 13.71x)"
+    errors = {v["figure"]: v for v in Report({"gateway": _gateway(3.2, 4.1, 6.0, errors=1)}).verdicts()}[figure]
+    assert not errors["pass"]
+    table = Report({"gateway": _gateway(3.2, 4.1, 6.0)}).table()
+    assert "HTTP gateway detail: kept alive p90 6.15 vs 4.80 ms on the unix socket" in table
+    assert "a new connection per call p50 6.00 ms (n=100)" in table

@@ -1,5 +1,5 @@
-"""The measurements behind ``cowork bench``: tool-call latency, stdio bridge, start, memory, scale,
-throughput, grading, build and pool figures (the command itself is :mod:`cowork.cli.bench`).
+"""The measurements behind ``cowork bench``: tool-call latency, stdio bridge, HTTP gateway, start,
+memory, scale, throughput, grading, build and pool figures (the command itself is :mod:`cowork.cli.bench`).
 
 Everything is measured in one run on the machine it runs on, against the baselines of the
 same run (``docker exec``, ``docker run --rm``), and checked against the targets (the second performance rung where it set one).
@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import settings
+from .gateway import gateway_figures
 from .phases import Bench, Plan
 from .pooling import pool_figures
 from .report import Report
@@ -53,8 +54,8 @@ def machine() -> dict[str, Any]:
     return info
 
 
-#: Phases run_bench announces through ``progress`` (seven of its own, three of the pool's).
-PHASES = 10
+#: Phases run_bench announces through ``progress`` (eight of its own, three of the pool's).
+PHASES = 11
 
 
 async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str] | None = None,
@@ -95,6 +96,8 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
         data["latency"] = await bench.latency()
         say("stdio bridge (cowork connect)")
         data["bridge"] = await bridge_figures(bench)
+        say("HTTP gateway (cowork serve)")
+        data["gateway"] = await gateway_figures(bench)
         say("sandbox start and idle memory")
         data["start"], data["memory"], fleet = await bench.start_and_memory()
         data["start"]["first_start_s"] = data["latency"].pop("first_start_s")

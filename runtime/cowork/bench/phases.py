@@ -75,6 +75,8 @@ class Plan:
     """Tool calls through ``cowork connect`` (and as many through ``Sandbox.call_tool``)."""
     bridge_spawns: int = 5
     """``cowork connect`` processes timed from spawn to their first answer (and as many handshakes)."""
+    gateway_calls: int = 200
+    """Tool calls through ``cowork serve`` on one kept-alive connection (and as many on the unix socket)."""
 
     @classmethod
     def make(cls, quick: bool, scale: int | None) -> "Plan":
@@ -83,7 +85,8 @@ class Plan:
         if quick:
             return cls(quick=True, scale=scale or 8, execs=50, runs=5, throughput_calls=320, grades=10,
                        rebuilds=3, idle_s=1.5, resets=15, acquires=20, pooled_episodes=16, fresh_episodes=4,
-                       rate_rounds=1, overhead_inflight=8, overhead_rounds=1, bridge_calls=100, bridge_spawns=3)
+                       rate_rounds=1, overhead_inflight=8, overhead_rounds=1, bridge_calls=100, bridge_spawns=3,
+                       gateway_calls=100)
         return cls(quick=False, scale=scale or 100)
 
 

@@ -73,6 +73,11 @@ TARGETS = [
                             f"{r['bridge']['initialize_ms']['p50']:.1f} ms)"), "-"),
            _safe(lambda r: r["bridge"]["spawn_to_ready_s"]["p50"] <= 0.5
                  and r["bridge"]["initialize_ms"]["p50"] <= 500, False)),
+    Target("HTTP gateway (cowork serve) kept-alive call p50 vs the unix socket", "<= +2 ms",
+           lambda r: _g(r, "gateway", "overhead_ms"),
+           _safe(lambda r: (f"{r['gateway']['keepalive_ms']['p50']:.2f} vs {r['gateway']['unix_ms']['p50']:.2f} ms "
+                            f"({r['gateway']['overhead_ms']:+.2f} ms, {r['gateway']['ratio']:.2f}x)"), "-"),
+           _safe(lambda r: r["gateway"]["overhead_ms"] <= 2 and r["gateway"]["errors"] == 0, False)),
     Target("start to first tool call p50 (x `docker run --rm true`)", "<= 0.5 s, <= 2x",
            lambda r: _g(r, "start", "sandbox_s", "p50"),
            _safe(lambda r: (f"{r['start']['sandbox_s']['p50']:.2f} s "
@@ -187,6 +192,10 @@ class Report:
             f"(n={d['bridge']['bridge_ms']['n']} each, {d['bridge']['tool']}); spawn to ready p90 "
             f"{d['bridge']['spawn_to_ready_s']['p90']:.2f} s (n={d['bridge']['spawn_to_ready_s']['n']}); "
             f"exit codes {d['bridge']['exit_codes']}"))
+        add("HTTP gateway detail", lambda d: (
+            f"kept alive p90 {d['gateway']['keepalive_ms']['p90']:.2f} vs {d['gateway']['unix_ms']['p90']:.2f} ms "
+            f"on the unix socket (n={d['gateway']['keepalive_ms']['n']} each, {d['gateway']['tool']}); a new "
+            f"connection per call p50 {d['gateway']['fresh_ms']['p50']:.2f} ms (n={d['gateway']['fresh_ms']['n']})"))
         add("`docker run --rm IMAGE true`", lambda d: (
             f"p50 {d['start']['docker_run_s']['p50']:.2f} s via {d['start']['docker_run_via']}; "
             f"sandbox start is {d['start']['sandbox_s']['p50'] / d['start']['docker_run_s']['p50']:.1f}x that"))

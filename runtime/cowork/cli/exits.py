@@ -6,7 +6,7 @@
 | 0 | everything ran and the command's question was answered, even if tasks failed |
 | 1 | a requested gate failed: ``--fail-under`` not met, a spec invalid, nothing exported |
 | 2 | bad input: a spec error, a bad argument, a missing file or folder |
-| 3 | infrastructure: Docker, an image build, an episode ending ``infra_error``, a model, judge or user endpoint unreachable or refusing the key |
+| 3 | infrastructure: Docker, an image build, an episode ending ``infra_error``, a model, judge or user endpoint unreachable or refusing the key, a Ray cluster (``--ray``) unreachable |
 | 130 | interrupted (Ctrl-C) |
 """
 
@@ -19,6 +19,7 @@ from typing import Any
 import typer
 
 from ..errors import (
+    ClusterUnavailable,
     CoworkError,
     DockerUnavailable,
     EndpointUnavailable,
@@ -39,10 +40,10 @@ EXIT_CODES_HELP = (
     "1 a requested gate failed (--fail-under, an invalid spec, nothing exported); "
     "2 bad input (spec errors, bad arguments, missing files); "
     "3 infrastructure (Docker, image builds, infra_error episodes, a model, judge or user "
-    "endpoint unreachable or refusing the key); 130 interrupted.")
+    "endpoint unreachable or refusing the key, a --ray cluster unreachable); 130 interrupted.")
 
 #: Failures outside the task and the arguments: the machine, Docker, a model endpoint.
-_INFRASTRUCTURE = (DockerUnavailable, ImageError, SandboxError, EndpointUnavailable, PolicyError)
+_INFRASTRUCTURE = (DockerUnavailable, ImageError, SandboxError, EndpointUnavailable, PolicyError, ClusterUnavailable)
 
 
 def code_for(exc: CoworkError) -> int:

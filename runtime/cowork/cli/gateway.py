@@ -61,12 +61,18 @@ def client_configs(url: str, token: str, sid: str) -> dict[str, Any]:
         "claude_desktop": {"mcpServers": {name: {"command": "npx", "args": remote_args,
                                                  "env": {"AUTH_HEADER": f"Bearer {token}"}}}},
         "claude_desktop_same_host": {"mcpServers": {name: {"command": "cowork", "args": ["connect", sid]}}},
-        "mcp_inspector": (f"npx @modelcontextprotocol/inspector --cli {url} --transport http "
+        # The URL first and every option after it: the order Inspector 2.x requires, which 0.16
+        # to 1.x accept too (tested with 0.16.8, 0.17.5, 0.22.0, 1.0.3 and 2.12.0); 0.15 and older
+        # have no --header. `@latest`: a bare name lets npx reuse whatever version it cached.
+        "mcp_inspector": (f"npx -y @modelcontextprotocol/inspector@latest --cli {url} --transport http "
                           f"--header 'Authorization: Bearer {token}' --method tools/list"),
         "python_fastmcp": _FASTMCP_SNIPPET.format(url=url, token=token),
         "python_mcp": _MCP_SNIPPET.format(url=url, token=token),
     }
 
+
+#: The MCP Inspector releases the printed ``--cli`` command works with.
+INSPECTOR_VERSIONS = "0.16 or later, 1.x and 2.x alike; 0.15 and older have no --header"
 
 _FASTMCP_SNIPPET = '''\
 import asyncio
@@ -113,7 +119,7 @@ def describe(info: dict[str, Any]) -> str:
         indent(json.dumps(clients["cursor"], indent=2)),
         "    Claude Desktop (claude_desktop_config.json; stdio only, bridged by mcp-remote):",
         indent(json.dumps(clients["claude_desktop"], indent=2)),
-        "    MCP Inspector:",
+        f"    MCP Inspector ({INSPECTOR_VERSIONS}):",
         indent(clients["mcp_inspector"]),
         "    Python (fastmcp):",
         indent(clients["python_fastmcp"]),
@@ -130,13 +136,24 @@ def _is_loopback(host: str) -> bool:
 
 
 def _bind(host: str, port: int) -> socket.socket:
-    """The listening socket, bound here so that --port 0 yields its real port to print."""
+    """The listening socket, bound here so that --port 0 yields its real port to print.
+
+    Its ``proto`` is ``IPPROTO_TCP``, not the 0 ``socket.create_server`` leaves: asyncio turns
+    Nagle off (TCP_NODELAY) on an accepted connection only when the socket says IPPROTO_TCP,
+    and an accepted socket copies the listener's. With Nagle on, every answer after the first
+    on a kept-alive connection (its head and body are two writes) waited for the client's
+    delayed ACK: 44-48 ms per call, against 1-4 ms on a fresh connection (docs/performance.md).
+    """
     try:
         family = socket.AF_INET6 if ":" in host else socket.AF_INET
-        return socket.create_server((host, port), family=family, backlog=128)
+        sock = socket.create_server((host, port), family=family, backlog=128)
     except OSError as exc:
         raise CoworkError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port "
                           f"(0: any free one) or --host") from exc
+    # Linux also copies TCP_NODELAY from the listener to each accepted socket: set it there too,
+    # so that the fix does not rest on asyncio's check alone.
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP, fileno=sock.detach())
 
 
 def serve(*, host: str, port: int, certfile: Path | None, keyfile: Path | None) -> int:

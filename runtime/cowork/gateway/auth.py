@@ -77,6 +77,14 @@ def _stored_digest(run_dir: Path) -> tuple[str | None, str]:
     return stored, ""
 
 
+def fingerprint(run_dir: Path, length: int = 12) -> str | None:
+    """The start of the stored hash of the sandbox's token (``cowork ps`` shows it to tell
+    tokens apart; a prefix of the hash of 32 random bytes tells nothing of the token), or None
+    when no valid token is stored."""
+    stored, _ = _stored_digest(run_dir)
+    return stored[:length] if stored else None
+
+
 def check(run_dir: Path, token: str) -> str | None:
     """Whether ``token`` opens the sandbox whose run dir is ``run_dir``; read from disk on
     every call, so a removed sandbox's token stops working at once.

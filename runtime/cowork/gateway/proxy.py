@@ -18,6 +18,7 @@ import anyio
 import anyio.to_thread
 
 from . import auth as tokens
+from .upstream import Answer, Upstream, UpstreamGone
 
 log = logging.getLogger(__name__)
 
@@ -36,10 +37,20 @@ REQUEST_HEADERS = frozenset({b"accept", b"content-type", b"mcp-session-id", b"mc
 RESPONSE_HEADERS = frozenset({b"content-type", b"content-length", b"mcp-session-id", b"mcp-protocol-version",
                               b"cache-control", b"allow"})
 METHODS = frozenset({"GET", "POST", "DELETE"})
+#: Where OAuth clients look for metadata (RFC 8414, RFC 9728, OpenID discovery), at the root
+#: (``/.well-known/oauth-protected-resource/sandboxes/<id>/mcp``) or under the endpoint's path.
+WELL_KNOWN = re.compile(r"(?:/sandboxes/[^/]+/mcp)?/\.well-known/.*")
+#: The answer to them: no metadata. MCP's authorization spec is optional, and a server that
+#: follows it MUST name at least one authorization server in its protected-resource metadata;
+#: the gateway has none (its bearer tokens come from `cowork up --http`, out of band), so it
+#: publishes no metadata. A 404 is how RFC 8414 and RFC 9728 discovery learns that, and MCP
+#: clients holding a configured header go on and send it (mcp-remote, the MCP SDKs).
+NO_OAUTH = (b'{"error": "not found", "detail": "no OAuth metadata: this server has no authorization server; '
+            b'send the bearer token `cowork up --http` printed for the sandbox"}')
 #: One JSON-RPC message per POST; a larger body is refused before it is buffered whole.
 MAX_BODY_BYTES = 16 * 1024 * 1024
 #: The sandbox server's own socket and path (see cowork.server.__main__).
-UPSTREAM_URL = "http://localhost/mcp"
+UPSTREAM_PATH = "/mcp"
 MCP_SOCKET = "mcp.sock"
 
 
@@ -82,7 +93,7 @@ class Gateway:
 
     def __init__(self) -> None:
         self._targets: dict[str, Target] = {}
-        self._clients: dict[Path, Any] = {}
+        self._upstreams: dict[Path, Upstream] = {}
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         """The ASGI entry: lifespan events and HTTP requests (other scopes are ignored)."""
@@ -97,9 +108,9 @@ class Gateway:
             if message["type"] == "lifespan.startup":
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
-                for client in self._clients.values():
-                    await client.aclose()
-                self._clients.clear()
+                for upstream in self._upstreams.values():
+                    upstream.close()
+                self._upstreams.clear()
                 await send({"type": "lifespan.shutdown.complete"})
                 return
 
@@ -108,6 +119,12 @@ class Gateway:
         method, path = scope["method"], scope["path"]
         peer = "{}:{}".format(*scope["client"]) if scope.get("client") else "?"
         match = ROUTE.fullmatch(path)
+        if match is None and WELL_KNOWN.fullmatch(path):
+            # Every start of mcp-remote or an MCP SDK client probes several of these: an
+            # expected question with a definite answer, so logged only with `cowork -v serve`.
+            log.info("%s %r from %s: 404, no OAuth metadata (bearer tokens only)", method, _cut(path), peer)
+            await _answer(send, 404, NO_OAUTH)
+            return
         if match is None:
             log.warning("refused %s %r from %s: no such route", method, _cut(path), peer)
             await _answer(send, 404, b'{"error": "not found"}')
@@ -150,57 +167,66 @@ class Gateway:
             return target
         if target is not None:  # removed since: forget it and its connection pool
             self._targets.pop(ref, None)
-            client = self._clients.pop(target.run_dir, None)
-            if client is not None:
-                await client.aclose()
+            upstream = self._upstreams.pop(target.run_dir, None)
+            if upstream is not None:
+                upstream.close()
         target = await anyio.to_thread.run_sync(_find_sandbox, ref)
         if target is not None:
             self._targets[ref] = target
         return target
 
     # ------------------------------------------------------------------ forwarding
-    def _client(self, run_dir: Path) -> Any:
-        import httpx2
-
-        client = self._clients.get(run_dir)
-        if client is None:
-            # No read timeout: a tool call is bounded by the sandbox server's own limit, and a
-            # GET stream of server messages lasts as long as the session.
-            client = httpx2.AsyncClient(transport=httpx2.AsyncHTTPTransport(uds=str(run_dir / MCP_SOCKET)),
-                                        timeout=httpx2.Timeout(30.0, read=None),
-                                        headers={"accept-encoding": "identity"})
-            self._clients[run_dir] = client
-        return client
+    def _upstream(self, run_dir: Path) -> Upstream:
+        upstream = self._upstreams.get(run_dir)
+        if upstream is None:
+            # No timeout on an answer: a tool call is bounded by the sandbox server's own limit,
+            # and a GET stream of server messages lasts as long as the session.
+            upstream = self._upstreams[run_dir] = Upstream(run_dir / MCP_SOCKET)
+        return upstream
 
     async def _forward(self, scope: Scope, receive: Any, send: Any, target: Target, body: bytes, ref: str,
                        peer: str) -> None:
-        import httpx2
-
-        client = self._client(target.run_dir)
-        headers = [(k, v) for k, v in scope["headers"] if k.lower() in REQUEST_HEADERS]
-        request = client.build_request(scope["method"], UPSTREAM_URL, headers=headers, content=body)
         try:
-            upstream = await client.send(request, stream=True)
-        except httpx2.TransportError as exc:
+            answer = await self._upstream(target.run_dir).request(_request_head(scope, len(body)), body)
+        except UpstreamGone as exc:
             log.warning("sandbox %r (%s) did not answer %s from %s: %s", ref, target.container_id[:12],
                         scope["method"], peer, exc)
             await _answer(send, 502, b'{"error": "the sandbox did not answer"}')
             return
-        log.info("%s for sandbox %r from %s: %d", scope["method"], ref, peer, upstream.status_code)
+        log.info("%s for sandbox %r from %s: %d", scope["method"], ref, peer, answer.status)
         try:
-            await send({"type": "http.response.start", "status": upstream.status_code,
-                        "headers": [(k, v) for k, v in upstream.headers.raw if k.lower() in RESPONSE_HEADERS]})
-            async with anyio.create_task_group() as tg:
-                # A client that hangs up ends an endless SSE stream here too.
-                tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
-                async for chunk in upstream.aiter_raw():
-                    await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                await send({"type": "http.response.body", "body": b""})
-                tg.cancel_scope.cancel()
-        except httpx2.TransportError as exc:  # the sandbox went away mid-answer
+            await send({"type": "http.response.start", "status": answer.status,
+                        "headers": [(k.encode("latin-1"), v.encode("latin-1")) for k, v in answer.headers.items()
+                                    if k.encode("latin-1") in RESPONSE_HEADERS]})
+            if answer.complete:  # a JSON answer whole in hand (most): one message, no watcher
+                await send({"type": "http.response.body", "body": b"".join([piece async for piece in answer])})
+                return
+            await _stream(answer, receive, send)
+        except UpstreamGone as exc:  # the sandbox went away mid-answer
             log.warning("sandbox %r stream broke off for %s: %s", ref, peer, exc)
         finally:
-            await upstream.aclose()
+            answer.release()
+
+
+def _request_head(scope: Scope, length: int) -> bytes:
+    """The request line and headers sent to the sandbox: the method, the MCP transport's
+    headers (REQUEST_HEADERS) and the body's length; nothing else of the client's."""
+    lines = [f"{scope['method']} {UPSTREAM_PATH} HTTP/1.1".encode(), b"host: localhost",
+             b"content-length: %d" % length]
+    lines += [k.lower() + b": " + v for k, v in scope["headers"]
+              if k.lower() in REQUEST_HEADERS and b"\r" not in v and b"\n" not in v]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+async def _stream(answer: Answer, receive: Any, send: Any) -> None:
+    """Pass an answer on as it arrives (an SSE stream can last the whole session)."""
+    async with anyio.create_task_group() as tg:
+        # A client that hangs up ends an endless SSE stream here too.
+        tg.start_soon(_cancel_on_disconnect, receive, tg.cancel_scope)
+        async for piece in answer:
+            await send({"type": "http.response.body", "body": piece, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
+        tg.cancel_scope.cancel()
 
 
 async def _cancel_on_disconnect(receive: Any, scope: anyio.CancelScope) -> None:

@@ -7,6 +7,8 @@ should cost microseconds of the host's CPU; the server is always the same uvicor
 subset needed is small: a status line, headers, and a body sized by ``Content-Length``,
 chunked, or ending with the connection. An event-stream body (``text/event-stream``) is
 split into its messages as it arrives, so progress reaches the client before the answer.
+``cowork serve`` uses it too, with ``on_data``: the body's bytes are passed on as they come,
+whatever the content type (the gateway forwards them unchanged).
 """
 
 from __future__ import annotations
@@ -31,19 +33,23 @@ class Exchange:
         body: The request body (kept so the request can be sent again on a new connection).
         on_message: Called with each message of an event-stream answer as it arrives.
         on_head: Called with the status and the (lower-cased) headers before any of the body.
+        on_data: Called with each piece of the body as it arrives (chunked framing removed),
+            instead of collecting it or splitting it into messages.
     """
 
     def __init__(self, body: bytes, on_message: Callable[[bytes], None] | None,
-                 on_head: Callable[[int, dict[str, str]], None] | None = None):
+                 on_head: Callable[[int, dict[str, str]], None] | None = None,
+                 on_data: Callable[[bytes], None] | None = None):
         self.body = body
         self.on_message = on_message
         self.on_head = on_head
+        self.on_data = on_data
         #: Resolves to (status, headers, body); the body is empty for an event stream.
         self.done: asyncio.Future[tuple[int, dict[str, str], bytes]] = asyncio.get_running_loop().create_future()
 
     def again(self) -> "Exchange":
         """A fresh exchange for the same request."""
-        return Exchange(self.body, self.on_message, self.on_head)
+        return Exchange(self.body, self.on_message, self.on_head, self.on_data)
 
 
 class HttpConnection(asyncio.Protocol):
@@ -86,6 +92,14 @@ class HttpConnection(asyncio.Protocol):
         """Close the connection; :meth:`connection_lost` follows and fails an exchange still in flight."""
         if self._transport is not None:
             self._transport.close()
+
+    def pause(self, paused: bool) -> None:
+        """Stop (True) or resume (False) reading from the server: flow control for ``on_data``."""
+        if self._transport is not None and not self.closed:
+            if paused:
+                self._transport.pause_reading()
+            else:
+                self._transport.resume_reading()
 
     # ------------------------------------------------------------------ protocol
     def data_received(self, data: bytes) -> None:
@@ -192,13 +206,17 @@ class HttpConnection(asyncio.Protocol):
         return True
 
     def _feed(self, data: bytes) -> None:
+        exchange = self._exchange
+        assert exchange is not None  # a body is fed only while an exchange is in flight
+        if exchange.on_data is not None:
+            if data:
+                exchange.on_data(data)
+            return
         if not self._stream:
             self._body += data
             return
         self._events += data.replace(b"\r\n", b"\n")
         *blocks, self._events = self._events.split(b"\n\n")
-        exchange = self._exchange
-        assert exchange is not None  # a body is fed only while an exchange is in flight
         for block in blocks:
             data_lines = [line[5:].lstrip() for line in block.split(b"\n") if line.startswith(b"data:")]
             if data_lines and exchange.on_message is not None:

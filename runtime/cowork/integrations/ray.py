@@ -43,7 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ..errors import CoworkError, PolicyError, require_extra
+from ..errors import ClusterUnavailable, CoworkError, PolicyError, require_extra
 from ..rollouts.runner import RolloutRunner, RolloutSample, reward_for
 from ..spec.loader import LoadedSpec, load_spec
 
@@ -54,11 +54,97 @@ log = logging.getLogger(__name__)
 RESOURCE = "cowork"
 #: Seconds a node actor may take to start and answer its first call.
 ACTOR_START_S = 120.0
+#: Seconds the address check before ``ray.init`` waits for the head to accept a connection
+#: (``ray.init`` itself retries an address where nothing listens for minutes).
+PREFLIGHT_S = 5.0
+#: Lets Ray keep a loopback address (ray_constants.ENABLE_RAY_CLUSTER; read when ray is imported).
+KEEP_LOOPBACK = "RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0"
 
 
 def _ray() -> Any:
     return require_extra("ray", "ray", "rollouts on a Ray cluster need the ray extra",
                          "the same Ray version on the driver and on every node")
+
+
+# --------------------------------------------------------------------------- address preflight
+def _host_port(address: str) -> tuple[str, int] | None:
+    host, sep, port = address.rpartition(":")
+    host = host.strip("[]")
+    return (host, int(port)) if sep and host and port.isdigit() else None
+
+
+def ray_target(address: str) -> str | None:
+    """The ``host:port`` that ``ray.init(address)`` connects to: Ray's own reading of the
+    address (``auto`` looked up; a loopback host replaced by this machine's address unless
+    $RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER is 0), or None when ``auto`` finds no cluster."""
+    try:
+        from ray._private.services import canonicalize_bootstrap_address
+    except ImportError:  # a private helper: a Ray without it is taken at its word
+        return None if address == "auto" else address
+    try:
+        return canonicalize_bootstrap_address(address)
+    except ValueError:  # not host:port ($RAY_ADDRESS=ray://... under auto): left to ray.init
+        return address
+
+
+def _reach(host: str, port: int, timeout: float) -> str | None:
+    """None when ``host:port`` accepts a TCP connection within ``timeout``; else why not."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except TimeoutError:
+        return f"no answer in {timeout:g} s"
+    except OSError as exc:
+        return (exc.strerror or type(exc).__name__).lower()
+    return None
+
+
+def preflight(address: str | None, timeout: float = PREFLIGHT_S) -> None:
+    """Check that the Ray cluster at ``address`` accepts a connection where ``ray.init`` will
+    connect, before it is called (blocking: up to ``timeout`` per address tried).
+
+    ``None`` and ``local`` start or use a Ray in this process: nothing to check. A ``ray://``
+    address (Ray Client) is tried as given. ``auto`` and ``host:port`` are tried where Ray
+    connects (:func:`ray_target`), and a loopback address that answers while the address Ray
+    rewrites it to does not (a head on this machine reached through a port forwarded or
+    published on 127.0.0.1) is said so, with the fix (docs/scale-out.md#the-address-checked-first).
+
+    Raises:
+        ClusterUnavailable: nothing accepts the connection, or only at the address as given.
+        CoworkError: ``address`` is not a Ray address (bad input).
+    """
+    if address is None or address == "local":
+        return
+    client = address.startswith("ray://")
+    if address == "auto":
+        target = ray_target(address)
+        if target is None:
+            raise ClusterUnavailable("--ray auto found no Ray cluster ($RAY_ADDRESS is not set and no head was "
+                                     "started on this machine); start one (ray start --head --port 6379) or give "
+                                     "the head's address (--ray HOST:6379)")
+        given = target
+    else:
+        given = address.removeprefix("ray://")
+        if _host_port(given) is None:
+            raise CoworkError(f"{address!r} is not a Ray address: give HOST:PORT of the head (ray start --head "
+                              f"--port 6379 prints it), ray://HOST:10001 (Ray Client) or auto")
+        target = given if client else ray_target(address)
+    where, there = _host_port(given), _host_port(target or "")
+    if where is None or there is None:  # Ray read `auto` as something else than host:port
+        return
+    why = _reach(*there, timeout)
+    if why is None:
+        return
+    if target != given and _reach(*where, timeout) is None:
+        raise ClusterUnavailable(
+            f"the Ray cluster at {address} answers, but Ray connects to {target} instead (it replaces a loopback "
+            f"host by this machine's address), where it gets: {why}; the head is reachable here on loopback only (a "
+            f"port forwarded or published on {where[0]}): run with {KEEP_LOOPBACK} in the environment, which keeps "
+            f"{where[0]}, or give an address the head listens on (a remote cluster: ray://HOST:10001)")
+    rewritten = f" (Ray connects to {target})" if target != given else ""
+    start = "ray start --head (its Ray Client server listens on 10001)" if client else \
+        f"ray start --head --port {where[1]}"
+    raise ClusterUnavailable(f"no Ray cluster answers at {address}{rewritten}: {why}; start its head there ({start}) "
+                             f"or give the address the head printed (--ray HOST:PORT, ray://HOST:10001 or auto)")
 
 
 # --------------------------------------------------------------------------- on the node
@@ -292,6 +378,8 @@ class RayRolloutRunner(RolloutRunner):
     Raises:
         CoworkError: the ray extra is missing; no alive node advertises ``cowork`` slots;
             a node actor did not start.
+        ClusterUnavailable: (from ``rollout``) nothing answers at ``address`` where Ray
+            connects (see :func:`preflight`).
     """
 
     def __init__(self, address: str | None = "auto", *, policy_at: Literal["node", "driver"] = "node",
@@ -328,6 +416,7 @@ class RayRolloutRunner(RolloutRunner):
     async def _connect(self) -> None:
         ray = _ray()
         if not ray.is_initialized():
+            await asyncio.to_thread(preflight, self.address)
             await asyncio.to_thread(ray.init, address=self.address, logging_level=logging.WARNING,
                                     log_to_driver=False)
             self._inited = True
@@ -557,4 +646,4 @@ class RayRolloutRunner(RolloutRunner):
             self._inited = False
 
 
-__all__ = ["RESOURCE", "Agent", "NodeActor", "RayRolloutRunner"]
+__all__ = ["RESOURCE", "Agent", "NodeActor", "RayRolloutRunner", "preflight"]
