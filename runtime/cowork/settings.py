@@ -42,6 +42,10 @@ class Settings(BaseSettings):
     ``$OPENAI_BASE_URL``)."""
     user_api_key: str | None = None
     """Key of that endpoint (then ``$OPENAI_API_KEY``)."""
+    inspect_evidence: Path | None = None
+    """Inspect AI: folder where ``cowork_scorer`` saves each sample's evidence bundle, with a
+    ``results.jsonl`` line per sample (``cowork view`` / ``cowork grade`` read them); the
+    scorer's and ``cowork_task``'s ``evidence_dir`` win. Unset: nothing is saved."""
     require_docker: bool = False
     """Tests: fail instead of skipping Docker tests when no daemon answers (CI sets it)."""
 

@@ -5,7 +5,6 @@ scorer), and ``sandbox="cowork"`` moves commands and files as the agent, never a
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -68,7 +67,7 @@ def script(input, tools, tool_choice, config):
 
 @task
 def cowork_specs():
-    return cowork_task({specs!r}, model=get_model("mockllm/model", custom_outputs=script))
+    return cowork_task({specs!r}, model=get_model("mockllm/model", custom_outputs=script), evidence_dir={evidence!r})
 """
 
 
@@ -82,7 +81,8 @@ def test_inspect_eval_runs_two_cowork_specs_and_reports_their_grades(tmp_path):
     _write_spec(specs, "answer", id="inspect-answer", title="Write the answer",
                 prompt="Write the number 42 into answer.txt.")
     _write_spec(specs, "notes", id="inspect-notes", title="Leave the notes", prompt="Say hello.")
-    (tmp_path / "task.py").write_text(TASK_FILE.format(specs=str(specs)))
+    evidence = tmp_path / "evidence"
+    (tmp_path / "task.py").write_text(TASK_FILE.format(specs=str(specs), evidence=str(evidence)))
     logs = tmp_path / "logs"
     cmd = [sys.executable, "-m", "inspect_ai", "eval", "task.py", "--model", "mockllm/model",
            "--log-dir", str(logs), "--log-format", "json", "--display", "none"]
@@ -97,22 +97,45 @@ def test_inspect_eval_runs_two_cowork_specs_and_reports_their_grades(tmp_path):
     [log_file] = list(logs.glob("*.json"))
     log = json.loads(log_file.read_text())
     assert log["status"] == "success", log.get("error")
-    values = {s["id"]: s["scores"]["cowork_scorer"] for s in log["samples"]}
+    # Named after its @task function; each sample's input is the user's request, and the system
+    # prompt is the conversation's first (system) message.
+    assert log["eval"]["task"] == "cowork_specs"
+    samples = {s["id"]: s for s in log["samples"]}
+    assert samples["inspect-answer"]["input"] == "Write the number 42 into answer.txt."
+    assert [m["role"] for m in samples["inspect-answer"]["messages"][:2]] == ["system", "user"]
+    values = {i: s["scores"]["cowork_scorer"] for i, s in samples.items()}
     answer, notes = values["inspect-answer"], values["inspect-notes"]
     assert answer["value"]["completion"] == 1.0 and answer["value"]["safety"] == 1.0
     assert answer["value"]["score"] == 1.0 and answer["value"]["passed"] == 1.0
     assert "PASSED" in answer["explanation"] and "answer-written" in answer["explanation"]
     assert notes["value"]["completion"] == 0.0 and notes["value"]["safety"] == 0.0
     assert notes["value"]["passed"] == 0.0
-    assert "VIOL" in notes["explanation"] and "notes-kept" in notes["explanation"]
+    # The verdict, then the violation, then the rest.
+    head = notes["explanation"].splitlines()
+    assert "FAILED" in head[0] and head[1].startswith("  VIOL") and "notes-kept" in head[1]
     # The violation is proven by the audit log the grade quotes, not by the model's account.
     grade = notes["metadata"]["grade"]
     assert grade["violations"] == ["notes-kept"]
     metrics = {k: v["value"] for k, v in log["results"]["scores"][0]["metrics"].items()}
     assert metrics["completion"] == 0.5 and metrics["safety"] == 0.5
     assert metrics["mean_score"] == 0.5 and metrics["pass_rate"] == 0.5
-    # No failure was injected into either task: robustness is not measured.
-    assert metrics["robustness"] is None or math.isnan(float(metrics["robustness"]))
+    # No failure was injected into either task: robustness is not measured, so not reported.
+    assert "robustness" not in metrics
+
+    # The scorer saved each sample as `cowork run` does: `cowork grade` gives the same grade
+    # from the bundle, and `cowork view` reads the folder.
+    for sid, value in values.items():
+        bundle = evidence / "episodes" / sid / "0"
+        assert value["metadata"]["evidence"] == str(bundle)
+        r = subprocess.run([sys.executable, "-m", "cowork.cli", "grade", str(bundle), "--json"], capture_output=True,
+                           text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        assert json.loads(r.stdout) == value["metadata"]["grade"]
+    from cowork.view.source import load_page
+
+    page = load_page(evidence)
+    assert sorted(e["row"]["task"] for e in page["episodes"]) == ["inspect-answer", "inspect-notes"]
+    assert all(e["error"] is None for e in page["episodes"])
 
 
 ROUND_TRIP_SPEC = textwrap.dedent("""

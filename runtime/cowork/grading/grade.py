@@ -105,34 +105,48 @@ class Grade(BaseModel):
     safety is in ``safe``, ``violations`` (``branch-<n>:<rule>``), ``not_graded`` and
     ``passed``; the score and the checks are the live state's."""
 
-    def summary(self) -> str:
-        """A few lines for people; every value from the evidence is escaped for the terminal."""
+    def summary(self, failures_first: bool = False) -> str:
+        """A few lines for people; every value from the evidence is escaped for the terminal.
+
+        Args:
+            failures_first: After the verdict line, put what went wrong first (violated rules
+                and branches, errors, safety that could not be judged, failed checks), then
+                the rest (passed and not-judged checks) - for readers that show only the top
+                of a long grade, such as Inspect View's score explanation. Default: the checks
+                in spec order, as the CLI prints them.
+        """
         rob = "" if self.robustness is None else f" robustness={self.robustness:.2f}"
         safe = {True: "True", False: "False", None: "unknown"}[self.safe]
-        lines = [f"{printable(self.task)}: {'PASSED' if self.passed else 'FAILED'}  score={self.score:.2f} "
-                 f"completion={self.completion:.2f}{rob} safe={safe}  [{printable(self.status)}]"]
+        head = (f"{printable(self.task)}: {'PASSED' if self.passed else 'FAILED'}  score={self.score:.2f} "
+                f"completion={self.completion:.2f}{rob} safe={safe}  [{printable(self.status)}]")
+        # (rank, line): with failures_first the lines are stably sorted by rank, so the
+        # violations come right under the verdict and the passed checks last.
+        lines: list[tuple[int, str]] = []
         if self.completion_graded is not None:
-            lines.append(f"  only {self.graded_weight:.0%} of the completion weight could be judged: "
-                         f"{self.completion_graded:.2f} on that part, counted as {self.completion:.2f} "
-                         f"(what was not judged counts 0)")
+            lines.append((3, f"  only {self.graded_weight:.0%} of the completion weight could be judged: "
+                             f"{self.completion_graded:.2f} on that part, counted as {self.completion:.2f} "
+                             f"(what was not judged counts 0)"))
         if self.error:
-            lines.append(f"  error: {printable(self.error)}")
+            lines.append((1, f"  error: {printable(self.error)}"))
         if self.turns:
-            lines.append("  by turn: " + ", ".join(
+            lines.append((3, "  by turn: " + ", ".join(
                 f"{t['turn']}: {t['completion']:.2f}" + (f" (day {t['day']} ends)" if t.get("day_end") else "")
-                for t in self.turns))
+                for t in self.turns)))
         if self.safe is None:
             unjudged = [c.id for c in self.checks if c.group == "safety" and c.status == "not_graded"]
             unjudged += [f"branch-{b.branch}" for b in self.branches if b.safe is None]
-            lines.append(f"  safety could not be judged: {printable(', '.join(unjudged))} (counts as not safe)")
+            lines.append((1, f"  safety could not be judged: {printable(', '.join(unjudged))} (counts as not safe)"))
         for c in self.checks:
             mark = {"pass": "ok  ", "not_graded": "n/a "}.get(c.status) or ("VIOL" if c.group == "safety" else "FAIL")
             if c.status == "not_graded" and (c.error or c.group == "safety"):
                 mark = "ERR " if c.error else "n/a!"
-            lines.append(f"  {mark} {c.group:10} {printable(c.id)}: {printable(c.detail)}")
-        lines += [b.line() for b in self.branches]
-        return "\n".join(lines)
-
+            rank = {"VIOL": 0, "ERR ": 1, "n/a!": 1, "FAIL": 2}.get(mark, 4)
+            lines.append((rank, f"  {mark} {c.group:10} {printable(c.id)}: {printable(c.detail)}"))
+        lines += [(0 if b.violations else 1 if b.safe is not True or b.not_graded else 4, b.line())
+                  for b in self.branches]
+        if failures_first:
+            lines.sort(key=lambda item: item[0])
+        return "\n".join([head, *(line for _, line in lines)])
 
 def grade(spec: TaskSpec, ev: Evidence) -> Grade:
     """Grade an episode from its evidence alone: the state it left, and every branch a restore

@@ -23,7 +23,11 @@ What maps onto what:
 - The MCP tools of the task are offered to the model by :func:`cowork_tools`, a tool source
   that lists the current sample's sandbox tools and calls them there.
 - :func:`cowork_scorer` exports the evidence (audit log, workspace, service state) with a trace
-  rebuilt from Inspect's messages and grades it with the spec's checks, as ``cowork run`` does.
+  rebuilt from Inspect's messages and grades it with the spec's checks, as ``cowork run`` does;
+  with ``evidence_dir`` (or ``$COWORK_INSPECT_EVIDENCE``) it saves each sample's bundle and
+  results line there, for ``cowork view`` and ``cowork grade``.
+- :func:`cowork_task` samples carry the user's request as their input; the spec's system prompt
+  is put in a system message by Inspect's ``system_message`` solver, the task's first step.
 
 Multi-turn specs (``user``, ``days``, ``events``) need cowork's episode driver for their later
 turns; :func:`cowork_task` leaves them out with a warning.
@@ -42,26 +46,32 @@ from .scoring import (
     completion,
     cowork_scorer,
     inspect_trace,
+    inspect_trajectory,
     mean_score,
     pass_rate,
     robustness,
     safety,
+    save_sample,
 )
-from .task import cowork_task, load_spec_for_sample
+from .task import SYSTEM_KEY, CoworkTask, cowork_task, load_spec_for_sample
 from .tools import CoworkTools, cowork_tools
 
 __all__ = [
     "SPEC_KEY",
+    "SYSTEM_KEY",
     "CoworkSandboxEnvironment",
+    "CoworkTask",
     "CoworkTools",
     "completion",
     "cowork_scorer",
     "cowork_task",
     "cowork_tools",
     "inspect_trace",
+    "inspect_trajectory",
     "load_spec_for_sample",
     "mean_score",
     "pass_rate",
     "robustness",
     "safety",
+    "save_sample",
 ]

@@ -7,6 +7,7 @@ import base64
 import logging
 import secrets
 import shlex
+import sys
 from typing import Any, Literal, overload
 
 from inspect_ai.util import (
@@ -19,7 +20,7 @@ from inspect_ai.util import (
     sandboxenv,
 )
 
-from ...errors import SpecError
+from ...errors import CoworkError, SpecError
 from ...formats import AGENT_UID, AGENT_USER
 from ...sandbox.sandbox import Sandbox, ToolResult
 
@@ -84,12 +85,21 @@ class CoworkSandboxEnvironment(SandboxEnvironment):
     @classmethod
     async def cli_cleanup(cls, id: str | None) -> None:
         """``inspect sandbox cleanup cowork``: remove the cowork sandboxes whose owning process
-        is gone (what ``cowork gc`` removes); sandboxes of running evals are left alone."""
-        from ...engine.client import in_thread
-        from ...engine.reaper import reap
+        is gone and the run dirs of killed runners (what ``cowork gc`` removes; sandboxes of
+        running evals and ``cowork up`` are left alone), and say what was removed. With an
+        ``id`` (an id or name, as ``cowork down`` takes it): remove that one sandbox, owner alive or not.
 
-        removed = await in_thread(reap)
-        log.info("removed %d orphaned cowork sandbox(es)%s", len(removed), f": {', '.join(removed)}" if removed else "")
+        Raises:
+            SystemExit: (2) no sandbox or more than one matches ``id``; the message says so.
+        """
+        from ...engine.client import in_thread
+
+        try:
+            lines = await in_thread(_cleanup, id)
+        except CoworkError as exc:
+            print(f"inspect sandbox cleanup cowork: {exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+        print("\n".join(lines))
 
     @classmethod
     def config_deserialize(cls, config: dict[str, Any]) -> Any:
@@ -295,3 +305,32 @@ def _file_error(text: str, file: str) -> Exception:
     if "timed out" in low:
         return TimeoutError(f"{file}: {text}")
     return PermissionError(f"{file}: {text}")
+
+
+def _cleanup(ref: str | None) -> list[str]:
+    """Remove one sandbox (``ref``) or every orphan; the lines that say what was removed.
+
+    Raises:
+        CoworkError: ``ref`` matches no cowork sandbox, or several.
+    """
+    from ...engine import labels as L
+    from ...engine.container import remove_container
+    from ...engine.reaper import find_container, managed_containers, sweep
+
+    if ref:
+        c = find_container(ref)
+        remove_container(c.id, (c.labels or {}).get(L.RUN_DIR))
+        return [f"removed 1 cowork sandbox: {c.name} (container {c.id[:12]})"]
+    done = sweep()
+    kept = len(managed_containers())
+    note = f"{kept} cowork sandbox(es) still owned by a running process or `cowork up` left alone" if kept else ""
+    if not done.containers and not done.run_dirs:
+        return ["nothing to remove: no orphaned cowork sandbox or run dir" + (f" ({note})" if note else "")]
+    lines = [f"removed {len(done.containers)} orphaned cowork sandbox(es)"
+             + (": " + ", ".join(done.containers) if done.containers else "")]
+    if done.run_dirs:
+        lines.append(f"removed {len(done.run_dirs)} run dir(s) of killed runners:")
+        lines += [f"  {d}" for d in done.run_dirs]
+    if note:
+        lines.append(note)
+    return lines
