@@ -31,12 +31,13 @@ _EXPORTS = {
     "SandboxError": "errors", "SandboxStartTimeout": "errors", "McpError": "errors",
     "ResetMismatch": "errors", "CheckpointError": "errors", "EvidenceError": "errors",
     "PolicyError": "errors", "EndpointUnavailable": "errors", "GradingError": "errors",
+    "ClusterUnavailable": "errors", "NoSuchSandbox": "errors",
 }
 
 #: Kept equal to _EXPORTS' keys (a test checks).
-__all__ = ["CheckResult", "CheckpointError", "CoworkError", "DockerBackend", "DockerUnavailable",
+__all__ = ["CheckResult", "CheckpointError", "ClusterUnavailable", "CoworkError", "DockerBackend", "DockerUnavailable",
            "EndpointUnavailable", "EpisodeResult", "Evidence", "EvidenceError", "GVisorBackend", "Grade",
-           "GradingError", "ImageError", "LoadedSpec", "McpError", "Policy", "PolicyError", "ResetMismatch",
+           "GradingError", "ImageError", "LoadedSpec", "McpError", "NoSuchSandbox", "Policy", "PolicyError", "ResetMismatch",
            "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend", "SandboxError", "SandboxPool",
            "SandboxStartTimeout", "Settings", "SpecError", "TaskSpec", "ToolResult", "Trajectory",
            "available_backends", "get_backend", "grade", "load_spec", "make_policy", "register_backend",
@@ -64,6 +65,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .episode.trajectory import Trajectory
     from .errors import (
         CheckpointError,
+        ClusterUnavailable,
         CoworkError,
         DockerUnavailable,
         EndpointUnavailable,
@@ -71,6 +73,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
         GradingError,
         ImageError,
         McpError,
+        NoSuchSandbox,
         PolicyError,
         ResetMismatch,
         SandboxError,

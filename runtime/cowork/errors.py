@@ -20,6 +20,10 @@ class SpecError(CoworkError, ValueError):
         self.problems = problems or [message]
 
 
+class NoSuchSandbox(CoworkError):
+    """No cowork sandbox matches a reference (bad input: exit 2)."""
+
+
 class DockerUnavailable(CoworkError, RuntimeError):
     """No Docker daemon answers."""
 
@@ -64,6 +68,11 @@ class PolicyError(CoworkError, RuntimeError):
 class EndpointUnavailable(PolicyError, ConnectionError):
     """A model endpoint (agent, judge, simulated user) cannot be reached, keeps failing
     (5xx, 429, timeouts) or refuses the key: the service's failure, not the model's answer."""
+
+
+class ClusterUnavailable(CoworkError, ConnectionError):
+    """A Ray cluster's address answers no connection (nothing listens there, or only where Ray
+    does not connect): checked before ``ray.init``, which would retry for minutes."""
 
 
 class GradingError(CoworkError, RuntimeError):

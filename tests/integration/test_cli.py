@@ -23,9 +23,10 @@ SPEC = str(ROOT / "specs" / "fix-csv-report")
 
 def test_run_prints_a_json_grade_and_saves_evidence(capsys, tmp_path, no_leftovers):
     assert main(["run", SPEC, "--agent", "oracle", "--json", "--evidence", str(tmp_path / "ev")]) == 0
-    out = json.loads(capsys.readouterr().out)
-    assert out["grade"]["passed"] is True and out["grade"]["score"] == 1.0
+    (out,) = json.loads(capsys.readouterr().out)["runs"]  # one episode: the shape of many (docs/cli.md)
+    assert out["grade"]["passed"] is True and out["grade"]["score"] == 1.0 and out["agent"] == "oracle"
     assert out["trajectory"]["status"] == "completed" and out["trajectory"]["tool_calls"] == 4
+    assert out["evidence"] == str(tmp_path / "ev")
     # The saved bundle regrades offline to the same grade.
     assert main(["grade", str(tmp_path / "ev"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out) == out["grade"]

@@ -205,6 +205,25 @@ class TestRunner:
         assert res.summary["episodes_run"] == 1 and res.summary["episodes_resumed"] == 2
         assert res.groups[0].samples[0].trajectory.agent == "oracle"  # read back from its bundle
 
+    async def test_a_mix_of_agents_is_recorded_per_episode_and_summed_up(self, fake, tmp_path):
+        import itertools
+
+        from cowork.agents import make_policy
+
+        kinds = itertools.cycle(["oracle", "nop", "violation", "oracle"])
+        res = await rollout([CSV], lambda spec: make_policy(next(kinds), spec), group_size=4, out_dir=tmp_path)
+        rows, _ = read_results(tmp_path / "results.jsonl")
+        assert sorted(r["agent"] for r in rows) == ["nop", "oracle", "oracle", "violation"]
+        run = json.loads((tmp_path / "run.json").read_text())
+        assert run["agents"] == {"oracle": 2, "nop": 1, "violation": 1}
+        assert res.summary["agents"] == {"oracle": 2, "nop": 1, "violation": 1}
+        assert json.loads((tmp_path / "summary.json").read_text())["agents"] == res.summary["agents"]
+        # A resumed run keeps the counts of what it holds.
+        (tmp_path / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows if r["sample"] != 3))
+        kinds = itertools.cycle(["oracle"])
+        await rollout([CSV], lambda spec: make_policy(next(kinds), spec), group_size=4, out_dir=tmp_path)
+        assert json.loads((tmp_path / "run.json").read_text())["agents"] == {"oracle": 2, "nop": 1, "violation": 1}
+
     async def test_another_group_size_or_agent_is_refused(self, fake, tmp_path):
         await rollout([CSV], oracle, group_size=2, out_dir=tmp_path)
         with pytest.raises(CoworkError, match="group size 2, not 3"):

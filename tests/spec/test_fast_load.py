@@ -128,7 +128,7 @@ class TestBrokenSpecs:
         with pytest.raises(SpecError) as info:
             load_spec("t")
         assert info.value.problems == [f"t/task.yaml:{text.count(chr(10))}: titel: unknown field; remove it or check "
-                                       "its spelling"]
+                                       "its spelling (did you mean 'title'?)"]
 
     @pytest.mark.parametrize("extra", [
         "title: Again\n",                         # a duplicate key

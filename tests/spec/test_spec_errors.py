@@ -137,6 +137,10 @@ class TestBrokenSpecs:
         assert problem.startswith("unknown_check_type/task.yaml:7: checks[0].type: "), problem
         assert "unknown check type 'file_exist'" in problem
 
+    def test_unknown_check_type_says_what_was_meant(self):
+        problem = _only_problem("unknown_check_type")
+        assert "unknown check type 'file_exist' (did you mean 'file_exists'?); expected one of" in problem, problem
+
     def test_duplicate_task_id_across_specs(self):
         with pytest.raises(SpecError) as info:
             load_specs(["duplicate_task_id/a", "duplicate_task_id/b"])
@@ -214,6 +218,21 @@ class TestBrokenSpecsInline:
             [f"t/task.yaml:{BASE_LINES + 3}", "limits.max_turns"],
             [f"t/task.yaml:{BASE_LINES + 4}", "limits.memory_mb"],
         ], problems
+
+    def test_a_misspelt_oracle_tool_is_unknown_with_the_closest_name(self, tmp_path):
+        _write(tmp_path, "t", BASE.replace("  - tool: write_file\n", "  - tool: read_fil\n", 1))
+        problem = _only_problem("t")
+        assert problem == "t/task.yaml:7: oracle[0].tool: unknown tool 'read_fil' (did you mean 'read_file'?)", problem
+
+    def test_a_made_up_violation_tool_is_unknown_and_says_where_the_tools_are(self, tmp_path):
+        _write(tmp_path, "t", BASE.replace("  - tool: shell\n", "  - tool: zzzzzz\n", 1))
+        problem = _only_problem("t")
+        assert problem.startswith("t/task.yaml:10: violation[0].tool: unknown tool 'zzzzzz' (every tool: "), problem
+
+    def test_a_real_tool_the_spec_does_not_allow_is_not_in_the_allow_list(self, tmp_path):
+        _write(tmp_path, "t", BASE.replace("prompt: Write done.txt.\n", "prompt: Write done.txt.\ntools: [write_file]\n"))
+        problem = _only_problem("t")
+        assert problem == "t/task.yaml:11: violation[0].tool: 'shell' is not in the spec's tools allow-list", problem
 
     def test_top_level_not_a_mapping(self, tmp_path):
         _write(tmp_path, "t", "- just\n- a list\n")

@@ -16,7 +16,7 @@ import typer
 
 from ..errors import CoworkError
 from ..rollouts.rewards import MODES
-from . import commands, episodes, exits, output
+from . import commands, episodes, exits, interrupted, output
 from .episodes import (
     Agent,
     BaseUrl,
@@ -51,6 +51,11 @@ app = typer.Typer(
            + exits.EXIT_CODES_HELP)
 
 
+#: What every ID argument takes (the rule: cowork.engine.labels.refers_to).
+ID_HELP = ("the sandbox: any id `cowork up` or `cowork ps` prints for it: the container id (or a start of it), "
+           "the name, or the name's last part (its run id, also in the socket path)")
+
+
 def _example(*lines: str) -> str:
     return "Example:\n\n" + "\n\n".join(f"  {line}" for line in lines)
 
@@ -66,6 +71,7 @@ def _body(fn: Callable[..., Outcome]) -> Callable[..., int]:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> int:
+        interrupted.reset()
         try:
             rv = fn(*args, **kwargs)
             if asyncio.iscoroutine(rv):
@@ -74,7 +80,8 @@ def _body(fn: Callable[..., Outcome]) -> Callable[..., int]:
         except CoworkError as exc:
             output.error(exc)
             return exits.code_for(exc)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # what finished, and how to go on (cli/interrupted.py)
+            output.say(f"cowork: {interrupted.message()}", err=True)
             return exits.INTERRUPTED
         except BrokenPipeError:  # `cowork ... | head`
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
@@ -166,7 +173,7 @@ def grade(target: Annotated[str, typer.Argument(help="a saved evidence folder (`
         return commands.grade(Path(target), spec, as_json)
     from . import live
 
-    return live.grade_live(target, spec=spec, evidence=evidence, as_json=as_json)
+    return live.grade_target(target, spec=spec, evidence=evidence, as_json=as_json)
 
 
 @app.command(rich_help_panel=EVALUATE, epilog=_example("cowork view runs/oracle",
@@ -256,11 +263,23 @@ def up(spec: Annotated[str, typer.Argument(help="a task folder or its task.yaml"
     return commands.up(spec, as_json, http=http)
 
 
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork ps", "cowork ps --json"))
+@_body
+def ps(as_json: Annotated[bool, typer.Option("--json", help="print JSON instead of a table (shape: docs/cli.md)")]
+       = False) -> int:
+    """List every cowork sandbox on this Docker host: its ids, task, status, age, whether a
+    client used it, its gateway token (a hash prefix, never the token), its snapshots and its
+    owner (orphans: what `cowork gc` removes)."""
+    from . import sandboxes
+
+    return sandboxes.ps(as_json)
+
+
 @app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork down 3f2a9c1b7d0e",
                                                         "cowork down 3f2a9c1b7d0e --evidence out/ && "
                                                         "cowork grade out/"))
 @_body
-def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or name", metavar="ID...",
+def down(ids: Annotated[list[str], typer.Argument(help=ID_HELP, metavar="ID...",
                                                   show_default=False)],
          evidence: Annotated[Path | None, typer.Option(help="save each sandbox's evidence (and grade) first: "
                                                        "DIR, or DIR/<name> for several (default: not kept)",
@@ -276,7 +295,7 @@ def down(ids: Annotated[list[str], typer.Argument(help="container id (prefix) or
 @app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork connect 3f2a9c1b7d0e   (as an MCP client's "
                                                         "stdio command)"))
 @_body
-def connect(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
+def connect(ref: Annotated[str, typer.Argument(help=ID_HELP, metavar="ID",
                                                show_default=False)]) -> int:
     """Bridge a running sandbox's MCP server to stdio (for Claude Desktop, MCP Inspector)."""
     from ..gateway import bridge
@@ -301,22 +320,30 @@ def serve(host: Annotated[str, typer.Option(help="address to bind (default: loop
     return gateway.serve(host=host, port=port, certfile=certfile, keyfile=keyfile)
 
 
-@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork checkpoint 3f2a9c1b7d0e"))
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork checkpoint 3f2a9c1b7d0e",
+                                                        "cowork checkpoint 3f2a9c1b7d0e --list"))
 @_body
-def checkpoint(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
+def checkpoint(ref: Annotated[str, typer.Argument(help=ID_HELP, metavar="ID",
                                                   show_default=False)],
+               list_: Annotated[bool, typer.Option("--list", help="list the sandbox's snapshots instead of "
+                                                   "making one")] = False,
                as_json: Json = False) -> int:
-    """Snapshot a running sandbox's whole task state; prints the snapshot id."""
+    """Snapshot a running sandbox's whole task state; prints the snapshot id (--list: the
+    snapshots it has)."""
     from . import checkpoints
 
+    if list_:
+        return checkpoints.list_snapshots(ref, as_json=as_json)
     return checkpoints.checkpoint(ref, as_json=as_json)
 
 
-@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork restore 3f2a9c1b7d0e snap-1"))
+@app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork checkpoint 3f2a9c1b7d0e --list",
+                                                        "cowork restore 3f2a9c1b7d0e cp-0123456789abcdef"))
 @_body
-def restore(ref: Annotated[str, typer.Argument(help="container id (prefix) or name", metavar="ID",
+def restore(ref: Annotated[str, typer.Argument(help=ID_HELP, metavar="ID",
                                                show_default=False)],
-            snapshot: Annotated[str, typer.Argument(help="a snapshot id from `cowork checkpoint`", metavar="SNAP",
+            snapshot: Annotated[str, typer.Argument(help="a snapshot id (cp- and 16 hex digits) from `cowork checkpoint`, "
+                                                    "or `cowork checkpoint ID --list`", metavar="SNAP",
                                                     show_default=False)],
             as_json: Json = False) -> int:
     """Return a running sandbox to a snapshot (a new audited branch; the state hash is verified)."""
@@ -326,11 +353,14 @@ def restore(ref: Annotated[str, typer.Argument(help="container id (prefix) or na
 
 
 # --------------------------------------------------------------------------- maintenance
-@app.command(rich_help_panel=MAINTENANCE, epilog=_example("cowork gc --all"))
+@app.command(rich_help_panel=MAINTENANCE, epilog=_example("cowork gc   (orphans only: safe on a shared host; "
+                                                           "`cowork ps` shows what it would remove)"))
 @_body
-def gc(everything: Annotated[bool, typer.Option("--all", help="remove every cowork sandbox, `cowork up` ones "
-                                                "included")] = False) -> int:
-    """Remove sandboxes whose owner process is gone, and run dirs of killed runners."""
+def gc(everything: Annotated[bool, typer.Option("--all", help="remove every cowork sandbox on this Docker host, "
+                                                "whoever owns it: running episodes and other users' `cowork up` "
+                                                "sandboxes included (`cowork down ID` removes one)")] = False) -> int:
+    """Remove sandboxes whose owner process is gone (not `cowork up` ones), and run dirs of
+    killed runners."""
     return commands.gc(everything)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from ..errors import CoworkError, DockerUnavailable, ImageError, SandboxError
 from ..rollouts.progress import ProgressReport
-from . import exits, output
+from . import exits, interrupted, output
 
 #: cowork.export.write.FORMATS, written out (importing the exporter loads the grader; a test keeps them equal).
 EXPORT_FORMATS = ("openai-sft", "trl-sft", "rl")
@@ -63,6 +63,7 @@ async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose
     targets = _spec_targets(specs)
     limit = asyncio.Semaphore(concurrency)
     progress = ProgressReport("validate", "specs", len(targets), enabled=len(targets) > 1)
+    interrupted.expect(lambda: interrupted.specs(progress.figures))
 
     async def one(target: Path):
         async with limit:
@@ -158,9 +159,13 @@ async def up(spec: str, as_json: bool, http: bool = False) -> int:
     sb = await Sandbox.start(spec, keep=True)
     await sb.detach()
     live.record_up(sb)  # what `cowork grade ID` / `cowork down --evidence` need later
-    info: dict[str, Any] = {"id": sb.id[:12], "name": sb.name, "task": sb.spec.id, "mcp_socket": str(sb.socket_path),
-            "mcp_url": "http://localhost/mcp (streamable HTTP over the unix socket)",
-            "stdio_bridge": f"cowork connect {sb.id[:12]}"}
+    from ..engine.labels import run_id
+    from .sandboxes import mcp_url
+
+    # One shape with and without --http (cli/sandboxes.py's UP_SCHEMA, docs/cli.md).
+    info: dict[str, Any] = {"id": sb.id[:12], "name": sb.name, "run_id": run_id(sb.name), "task": sb.spec.id,
+                            "mcp_socket": str(sb.socket_path), "mcp_url": mcp_url(sb.socket_path),
+                            "stdio_bridge": f"cowork connect {sb.id[:12]}", "http": None}
     if http:
         from . import gateway
 
@@ -168,8 +173,10 @@ async def up(spec: str, as_json: bool, http: bool = False) -> int:
     if as_json:
         output.print_json(info)
     else:
-        output.say(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']})")
-        output.say(f"  MCP over unix socket: {info['mcp_socket']}  (URL {info['mcp_url']})")
+        output.say(f"sandbox {info['name']} is up (id {info['id']}, task {info['task']}; the name, or its last "
+                   f"part {info['run_id']}, works as the id too)")
+        output.say(f"  MCP (streamable HTTP) over the unix socket {info['mcp_socket']}, path /mcp  "
+                   f"(as one URL: {info['mcp_url']})")
         output.say(f"  MCP over stdio (Claude Desktop, MCP Inspector): {info['stdio_bridge']}")
         if http:
             from . import gateway

@@ -13,7 +13,7 @@ import typer
 from ..agents import AGENTS
 from ..errors import CoworkError
 from ..rollouts.progress import ProgressReport
-from . import exits, output
+from . import exits, interrupted, output
 
 AGENT_HELP = ("who acts: the default, oracle, plays the spec's scripted reference solution (no model needed); "
               "nop does nothing and violation runs the spec's unsafe script; openai (any OpenAI-compatible "
@@ -208,6 +208,12 @@ def _already_done(out: str | None, specs: list, group_size: int) -> int:
     return len({(r["task"], r["sample"]) for r in rows if r.get("grade_status") not in NOT_SCORED} & planned)
 
 
+def _finished(out: str | None, specs: list, group_size: int, progress: ProgressReport) -> int:
+    """Episodes finished, for the Ctrl-C note: those the folder holds (what a rerun skips), or
+    those reported."""
+    return _already_done(out, specs, group_size) if out else progress.figures.done
+
+
 async def run(opts: EpisodeOptions, spec: list[str], *, trials: int, evidence: str | None, results: str | None,
               out: str | None, as_json: bool, verbose: bool) -> int:
     """``cowork run``: print each episode as it finishes, then the table of several."""
@@ -221,12 +227,17 @@ async def run(opts: EpisodeOptions, spec: list[str], *, trials: int, evidence: s
     total = len(specs) * trials
     single = total == 1
     progress = ProgressReport("run", "episodes", total, done=_already_done(out, specs, trials), enabled=not single)
+    interrupted.expect(lambda: interrupted.episodes(_finished(out, specs, trials, progress), total, out=out,
+                                                    results=results, evidence=evidence))
+
+    saved: dict[tuple[str, int], str] = {}
 
     async def show(sample) -> None:
         ev_dir = None
         if evidence:
             ev_dir = Path(evidence) if single else Path(evidence) / sample.task / f"trial-{sample.sample}"
             await asyncio.to_thread(save_bundle, ev_dir, sample, by_id[sample.task].spec)
+            saved[(sample.task, sample.sample)] = str(ev_dir)
         if results:
             # One line per finished episode, flushed as it finishes: a crash loses nothing done.
             row = {**sample.row(), "trial": sample.sample, "grade": sample.grade.model_dump(),
@@ -241,13 +252,18 @@ async def run(opts: EpisodeOptions, spec: list[str], *, trials: int, evidence: s
         result = await run_episodes(opts, specs, group_size=trials, out=out, on_episode=show)
     metrics, samples = result.summary, result.samples
     if as_json:
-        payload = [{"grade": s.grade.model_dump(), "trajectory": {
-            "status": s.trajectory.status, "turns": s.trajectory.turns,
-            "tool_calls": len(s.trajectory.steps), "duration_s": s.trajectory.duration_s}} for s in samples]
-        output.print_json(payload[0] if len(payload) == 1 else {"runs": payload, "metrics": metrics})
+        # One shape for one episode as for many (cowork.cli.shapes.RunOutput; docs/cli.md).
+        output.print_json({"runs": [{
+            "task": s.task, "trial": s.sample, "agent": s.trajectory.agent, "grade": s.grade.model_dump(),
+            "trajectory": {"status": s.trajectory.status, "turns": s.trajectory.turns,
+                           "tool_calls": len(s.trajectory.steps), "duration_s": s.trajectory.duration_s},
+            "evidence": saved.get((s.task, s.sample))} for s in samples], "metrics": metrics})
     else:
         if len(samples) > 1:
             output.say(output.metrics_table(metrics))
+            output.say(output.safety_line(metrics))
+            if agents := output.agents_line(metrics):
+                output.say(agents)
         # Infrastructure failures are not scored (they say nothing of the agent) but never hidden:
         # counted here, and the exit status says 3 when any episode ended on one.
         line = output.not_scored_line(metrics)
@@ -268,6 +284,8 @@ async def rollout(opts: EpisodeOptions, spec: list[str], *, group_size: int, out
     specs = load_specs(resolve_tasks(spec))
     progress = ProgressReport("rollout", "episodes", len(specs) * group_size,
                               done=_already_done(out, specs, group_size))
+    interrupted.expect(lambda: interrupted.episodes(_finished(out, specs, group_size, progress),
+                                                    progress.figures.total, out=out))
 
     def show(sample) -> None:
         if verbose and not as_json:
@@ -281,10 +299,9 @@ async def rollout(opts: EpisodeOptions, spec: list[str], *, group_size: int, out
         output.print_json(m)
     else:
         output.say(output.metrics_table(m))
-        s = m["safety"]
-        rate = "-" if s["violation_rate"] is None else f"{s['violation_rate']:.2f}"
-        output.say(f"safety: {s['unsafe']} of {s['scored']} scored episode(s) violated a rule (rate {rate}); "
-                   f"{s['unknown']} could not be judged (counted as not safe)")
+        output.say(output.safety_line(m))
+        if agents := output.agents_line(m):
+            output.say(agents)
         output.say(f"episodes: {m['episodes']['total']} ({m['episodes_run']} run now, {m['episodes_resumed']} done "
                    f"before), {m['episodes_per_s']:.2f} episodes/s; mean reward ({m['reward']}): "
                    f"{output.num(m['overall'].get('mean_reward'))}")

@@ -71,6 +71,24 @@ def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
     (dest / "spec.json").write_text(spec_json(spec))
 
 
+async def grade_target(target: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
+    """``cowork grade TARGET`` where TARGET is no folder: a running sandbox's id, or a mistake
+    said as one (no folder and no sandbox of that name: bad input, exit 2)."""
+    from ..engine.reaper import NoSuchSandbox
+
+    where = ("an evidence folder (`cowork run --evidence DIR`, `cowork grade ID --evidence DIR`) or the id of a "
+             "running sandbox (`cowork ps` lists them)")
+    if Path(target).exists():
+        raise CoworkError(f"{target} is a file, not a folder; give {where}")
+    if "/" in target or target.startswith("."):  # a path: no sandbox id or name has a slash or starts with a dot
+        raise CoworkError(f"no folder or sandbox named {target!r}: there is no such folder; give {where}")
+    try:
+        return await grade_live(target, spec=spec, evidence=evidence, as_json=as_json)
+    except NoSuchSandbox:
+        raise CoworkError(f"no folder or sandbox named {target!r}: neither a folder here nor a cowork sandbox's id "
+                          f"or name; give {where}") from None
+
+
 async def grade_live(ref: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
     """Grade a running sandbox as it is now; it keeps running. With ``evidence`` also save
     the bundle there."""

@@ -123,19 +123,43 @@ def num(x: float | None) -> str:
 
 
 def metrics_table(metrics: dict[str, Any]) -> str:
-    """Mean score, pass@1, pass@k and pass^k per task and overall (task ids escaped)."""
-    lines = ["", f"{'task':32} {'trials':>6} {'mean':>6} {'pass@1':>7} {'pass@k':>7} {'pass^k':>7}"]
+    """Mean score, pass@1, pass@k, pass^k and safety (episodes that violated a rule, and those
+    whose safety could not be judged) per task and overall (task ids escaped)."""
+    lines = ["", f"{'task':32} {'trials':>6} {'mean':>6} {'pass@1':>7} {'pass@k':>7} {'pass^k':>7} {'unsafe':>7}"]
     for task, m in metrics["tasks"].items():
         k = m["k"]
         lines.append(f"{printable(task):32} {m['trials']:>6} {m['mean_score']:>6.2f} {m['pass@1']:>7.2f} "
-                     f"{m[f'pass@{k}']:>7.2f} {m[f'pass^{k}']:>7.2f}   (k={k})")
+                     f"{m[f'pass@{k}']:>7.2f} {m[f'pass^{k}']:>7.2f} {_unsafe(m.get('unsafe'), m.get('safety_unknown')):>7}"
+                     f"   (k={k})")
     o = metrics["overall"]
     if metrics["tasks"]:
         pk = next((key for key in o if key.startswith("pass@") and key != "pass@1"), "pass@1")
         hk = next((key for key in o if key.startswith("pass^")), None)
+        s = metrics.get("safety") or {}
         lines.append(f"{'overall':32} {'':>6} {o.get('mean_score', 0):>6.2f} {o.get('pass@1', 0):>7.2f} "
-                     f"{o.get(pk, 0):>7.2f} {o.get(hk, 0) if hk else 0:>7.2f}")
+                     f"{o.get(pk, 0):>7.2f} {o.get(hk, 0) if hk else 0:>7.2f} {_unsafe(s.get('unsafe'), s.get('unknown')):>7}")
     return "\n".join(lines)
+
+
+def _unsafe(unsafe: int | None, unknown: int | None) -> str:
+    """The safety column: episodes that violated a rule, ``+N?`` for those not judged."""
+    return ("-" if unsafe is None else str(unsafe)) + (f"+{unknown}?" if unknown else "")
+
+
+def safety_line(metrics: dict[str, Any]) -> str:
+    """What the safety column counts, in words, over every scored episode."""
+    s = metrics["safety"]
+    rate = "-" if s["violation_rate"] is None else f"{s['violation_rate']:.2f}"
+    return (f"safety: {s['unsafe']} of {s['scored']} scored episode(s) violated a rule (rate {rate}); "
+            f"{s['unknown']} could not be judged (counted as not safe)")
+
+
+def agents_line(metrics: dict[str, Any]) -> str | None:
+    """``agents: oracle 2, nop 1`` when the episodes were not all played by one agent."""
+    agents = metrics.get("agents") or {}
+    if len(agents) < 2:
+        return None
+    return "agents: " + ", ".join(f"{printable(name)} {n}" for name, n in agents.items())
 
 
 def not_scored_line(summary: dict[str, Any]) -> str | None:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..errors import CoworkError
+from ..errors import CoworkError, NoSuchSandbox  # noqa: F401 - NoSuchSandbox raised here, imported from here
 from . import labels as L
 from .client import get_client
 from .container import remove_container, run_root
@@ -48,16 +48,19 @@ def managed_containers() -> list:
 
 
 def find_container(ref: str) -> Any:
-    """The one cowork container (running or not) that ``ref`` names: a start of its id or its
-    exact name (the rule is :func:`cowork.engine.labels.refers_to`).
+    """The one cowork container (running or not) that ``ref`` names: a start of its id, its
+    exact name, or its run id (the rule is :func:`cowork.engine.labels.refers_to`).
 
     Raises:
-        CoworkError: no container matches, or more than one does.
+        NoSuchSandbox: no container matches.
+        CoworkError: more than one does.
     """
     hits = [c for c in managed_containers() if L.refers_to(ref, c.id, c.name)]
-    if len(hits) != 1:
-        raise CoworkError(f"{'no' if not hits else 'more than one'} cowork sandbox matches {ref!r}; see "
-                          "`docker ps --filter label=cowork.managed`")
+    if not hits:
+        raise NoSuchSandbox(f"no cowork sandbox matches {ref!r}; `cowork ps` lists every sandbox with its ids")
+    if len(hits) > 1:
+        raise CoworkError(f"more than one cowork sandbox matches {ref!r} ({', '.join(c.name for c in hits)}); "
+                          "give more of its id, or its name (`cowork ps`)")
     return hits[0]
 
 

@@ -69,7 +69,91 @@ def _final_matches(c: Any, ev: Evidence) -> list[str]:
 def _record_exists(c: M.RecordExists, ev: Evidence) -> Verdict:
     hits = _final_matches(c, ev)
     ok = len(hits) >= c.min_count
-    return ok, f"{len(hits)} {c.service}.{c.collection} record(s) match" + (f": {', '.join(hits[:5])}" if hits else ""), []
+    if ok:
+        return ok, f"{len(hits)} {c.service}.{c.collection} record(s) match" + (f": {', '.join(hits[:5])}" if hits else ""), []
+    return ok, _missed(c, ev, hits, c.min_count), []
+
+
+#: A failed record check's detail says what it looked for and the records that came nearest,
+#: in at most about this many characters (values cut to _VALUE_LIMIT).
+_DETAIL_LIMIT = 700
+_VALUE_LIMIT = 60
+#: Records named as the nearest, at most.
+_NEAREST = 3
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= _VALUE_LIMIT else text[:_VALUE_LIMIT - 3] + "..."
+
+
+def matcher_text(name: str, m: M.Matcher) -> str:
+    """One condition of a ``where`` as people write it: ``stage = 'won'``, ``to contains '@acme.com'``."""
+    fields = m.model_fields_set
+    if "absent" in fields:
+        return f"{name} {'absent' if m.absent else 'present'}"
+    if "equals" in fields:
+        text = f"{name} = {_short(m.equals)}" + (f" (within {m.tolerance:g})" if m.tolerance else "")
+    elif "contains" in fields:
+        text = f"{name} contains {_short(m.contains)}"
+    elif "regex" in fields:
+        text = f"{name} matches /{m.regex}/"
+    elif "glob" in fields:
+        text = f"{name} like {_short(m.glob)}"
+    else:
+        text = f"{name} one of {_short(m.one_of)}"
+    return text + (" (any case)" if m.ignore_case else "") + (" or absent" if m.or_absent else "")
+
+
+def where_text(where: dict[str, M.Matcher]) -> str:
+    """A whole ``where`` (every condition must hold)."""
+    return ", ".join(matcher_text(name, m) for name, m in where.items()) or "any record"
+
+
+def _missed(c: Any, ev: Evidence, hits: list[str], need: int) -> str:
+    """Why too few records matched: what was looked for, among how many records, and the
+    records that met the most conditions with the fields that differed."""
+    recs = episode_records(c, ev)
+    name = f"{c.service}.{c.collection}"
+    among = ("records the episode " + " or ".join(c.only) if getattr(c, "only", None) else "records")
+    looked = where_text(c.where)
+    looked = looked if len(looked) <= _DETAIL_LIMIT // 2 else looked[:_DETAIL_LIMIT // 2 - 3] + "..."
+    head = (f"{len(hits)} {name} record(s) match" + (f" (need {need})" if need > 1 else "")
+            + f" where {looked}; {len(recs)} {among} in all")
+    if hits:
+        head += f"; matching: {', '.join(hits[:5])}"
+    scored: list[tuple[int, list[bool], str, list[str]]] = []
+    matched = set(hits)
+    for rid, rec in recs.items():
+        if rid in matched or not isinstance(rec, dict):
+            continue
+        differ, missed = [], []
+        for field, m in c.where.items():
+            found, value = _field_value(rec, field)
+            ok = match_field(m, found, value)
+            missed.append(not ok)
+            if not ok:
+                differ.append(f"{field} is {_short(value)}" if found and value is not None else f"no {field}")
+        # Most conditions met first; among equals, those meeting the first conditions (a spec
+        # names the record first: its id, its folder), then by id.
+        scored.append((len(differ), missed, rid, differ))
+    scored.sort(key=lambda x: (x[0], x[1], str(x[2])))
+    if not scored or not c.where:
+        return head
+    # Records that meet no condition are named only when no record meets any: their values
+    # show what the collection holds instead.
+    label = "nearest" if scored[0][0] < len(c.where) else \
+        f"{'no other record' if hits else 'none'} meets any condition; for instance"
+    scored = [x for x in scored if x[0] < len(c.where)] or scored
+    parts: list[str] = []
+    for _, _, rid, differ in scored[:_NEAREST]:
+        why = ", ".join(differ)
+        why = why if len(why) <= _DETAIL_LIMIT // 3 else why[:_DETAIL_LIMIT // 3 - 3] + "..."
+        part = f"{str(rid)[:_VALUE_LIMIT]} ({len(c.where) - len(differ)} of {len(c.where)} conditions; {why})"
+        if parts and len(head) + sum(len(p) + 2 for p in parts) + len(part) > _DETAIL_LIMIT:
+            break
+        parts.append(part)
+    return head + f"; {label}: " + ", ".join(parts)
 
 
 def _record_absent(c: M.RecordAbsent, ev: Evidence) -> Verdict:

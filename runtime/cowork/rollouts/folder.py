@@ -183,6 +183,20 @@ class RunFolder:
         tmp.write_text(json.dumps(params, indent=1))
         os.replace(tmp, path)
 
+    def record_agents(self, counts: dict[str, int]) -> None:
+        """Write the episodes per agent into ``run.json`` (``agents``), beside the agent the run
+        was asked for: a policy factory may mix agents, and the folder says which played."""
+        path = self.root / RUN_FILE
+        try:
+            params = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return  # never written (the folder did not open) or unreadable: nothing to add to
+        if not isinstance(params, dict) or params.get("agents") == counts:
+            return
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**params, "agents": counts}, indent=1))
+        os.replace(tmp, path)
+
     def _finished(self) -> dict[tuple[str, int], dict[str, Any]]:
         """The scored episodes of the results file by (task, sample), a torn last line dropped."""
         if not self.results.exists():

@@ -82,7 +82,8 @@ def summarize_episodes(episodes: Iterable[Mapping[str, Any]], k: int | None = No
         ``unsafe``, ``unknown``, ``violation_rate`` over every scored episode; ``episodes``:
         ``total``, ``infra_error``, ``policy_error`` (the model endpoint failed), ``policy_error_unsafe``
         (of those, the ones that had violated a rule before), ``infra_retries`` (failures retried
-        away), ``agent_broke_sandbox``.
+        away), ``agent_broke_sandbox``; ``agents``: episodes per agent (the lines' ``agent``, in
+        the order first seen), every episode counted.
 
     An episode that ended ``infra_error`` or ``policy_error`` says nothing of the agent: it is
     counted, never scored (and a task with nothing but those has no entry in ``tasks``). An episode whose
@@ -93,8 +94,10 @@ def summarize_episodes(episodes: Iterable[Mapping[str, Any]], k: int | None = No
     counts: dict[str, Counter] = {}
     totals = {"total": 0, "infra_error": 0, "policy_error": 0, "policy_error_unsafe": 0, "infra_retries": 0,
               "agent_broke_sandbox": 0}
+    agents: Counter = Counter()
     for e in episodes:
         task = e["task"]
+        agents[str(e.get("agent") or "?")] += 1
         c = counts.setdefault(task, Counter())
         totals["total"] += 1
         totals["infra_retries"] += len(e.get("infra_failures") or [])
@@ -129,4 +132,5 @@ def summarize_episodes(episodes: Iterable[Mapping[str, Any]], k: int | None = No
         out["overall"]["mean_reward"] = sum(means) / len(means) if means else None
         out["overall"]["violation_rate"] = out["safety"]["violation_rate"]
     out["episodes"] = totals
+    out["agents"] = dict(agents)
     return out

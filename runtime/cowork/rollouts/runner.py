@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import glob
 import inspect
+import logging
 import os
 import sys
 import time
@@ -40,6 +41,8 @@ from .schedule import Schedule
 PolicyOrFactory = Policy | Callable[[TaskSpec], Policy]
 TaskInput = LoadedSpec | str | os.PathLike
 OnEpisode = Callable[[RolloutSample], Awaitable[None] | None]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -138,7 +141,9 @@ class RolloutRunner:
             out_dir: Output folder (default: the runner's). An interrupted run resumes
                 when called again with the same folder: only missing episodes run. Give
                 each training step its own folder, or None.
-            agent: The agent's name in ``run.json`` (default: the policy's ``name``).
+            agent: The agent's name in ``run.json`` (default: the first policy's ``name``); a
+                resumed run must give the same. ``run.json``'s ``agents`` counts the episodes
+                by the agent each one's policy named (a factory may mix them).
             on_episode: Called with each sample as it finishes, after it was written (may
                 be a coroutine function).
 
@@ -160,7 +165,12 @@ class RolloutRunner:
             await self._run_episodes(call)
         finally:
             if call.folder is not None:
-                call.folder.close()
+                try:  # run.json says who played, episode by episode counted, whatever stopped the run
+                    call.folder.record_agents(_agents(call))  # one small file: no thread (a cancel may be under way)
+                except OSError as exc:
+                    log.warning("%s: the agents were not recorded in run.json (%s)", call.out, exc)
+                finally:
+                    call.folder.close()
         return self._result(call)
 
     def _plan(self, tasks: TaskInput | Iterable[TaskInput], policy: PolicyOrFactory, group_size: int,
@@ -353,6 +363,16 @@ def _policy_factory(policy: PolicyOrFactory) -> Callable[[TaskSpec], Policy]:
     if callable(policy):
         return policy
     raise TypeError(f"policy must be a Policy or a function spec -> Policy, got {type(policy).__name__}")
+
+
+def _agents(call: _Call) -> dict[str, int]:
+    """Episodes per agent (each trajectory's own agent) among those the call holds."""
+    counts: dict[str, int] = {}
+    for g in call.groups:
+        for sample in g.samples:
+            if sample is not None:
+                counts[sample.trajectory.agent] = counts.get(sample.trajectory.agent, 0) + 1
+    return counts
 
 
 def _reward_name(reward: Reward) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import concurrent.futures
+import difflib
 import logging
 import os
 import posixpath
@@ -19,6 +20,7 @@ from pydantic_core import ErrorDetails
 from ..errors import SpecError
 from . import fastyaml
 from .models import TaskSpec, WorkspaceFile
+from .toolnames import known_tools
 
 log = logging.getLogger(__name__)
 
@@ -118,16 +120,20 @@ def _clean_loc(loc: tuple) -> tuple:
     return tuple(p for p in loc if not (isinstance(p, str) and p.startswith(("function-", "tagged-union"))))
 
 
-def _describe(err: ErrorDetails) -> str:
+def _describe(err: ErrorDetails, data: Any = None) -> str:
     kind = err["type"]
     msg = err["msg"]
     if kind == "extra_forbidden":
-        return "unknown field; remove it or check its spelling"
+        loc = _error_loc(err, data)
+        guess = _did_you_mean(str(loc[-1]), _fields_at(loc[:-1], data)) if loc else ""
+        return "unknown field; remove it or check its spelling" + (f" ({guess})" if guess else "")
     if kind == "missing":
         return "required field is missing"
     if kind == "union_tag_invalid":
         ctx = err.get("ctx") or {}
-        return f"unknown check type {ctx.get('tag')!r}; expected one of {ctx.get('expected_tags', '')}".replace("'", "'")
+        tag = str(ctx.get("tag"))
+        guess = _did_you_mean(tag, _check_types())
+        return f"unknown check type {tag!r}{f' ({guess})' if guess else ''}; expected one of {ctx.get('expected_tags', '')}"
     if kind == "union_tag_not_found":
         return "required field is missing; give the check type, one of " + ", ".join(_check_types())
     if msg.startswith("Value error, "):
@@ -136,6 +142,51 @@ def _describe(err: ErrorDetails) -> str:
     if kind not in ("value_error",) and not isinstance(got, (dict, list)):
         msg = f"{msg} (got {got!r})"
     return msg
+
+
+def _fields_at(loc: tuple, data: Any) -> list[str]:
+    """The field names the spec's schema allows in the mapping at ``loc`` (a check's by its
+    ``type``); [] when the schema does not tell (a free-form mapping)."""
+    schema = TaskSpec.model_json_schema()
+    defs = schema.get("$defs", {})
+
+    def pick(node: Any, value: Any) -> Any:
+        for _ in range(20):  # $refs and unions, resolved against the data at this place
+            if not isinstance(node, dict):
+                return {}
+            if "$ref" in node:
+                node = defs.get(node["$ref"].rsplit("/", 1)[-1], {})
+            elif "discriminator" in node and isinstance(value, dict):
+                ref = node["discriminator"].get("mapping", {}).get(value.get("type"))
+                node = {"$ref": ref} if ref else {}
+            elif "anyOf" in node or "oneOf" in node:
+                options = node.get("anyOf") or node.get("oneOf") or []
+                want = "object" if isinstance(value, dict) else "array" if isinstance(value, list) else None
+                node = next((o for o in options if want and (o.get("type") == want or "$ref" in o
+                                                            or "discriminator" in o)), {})
+            else:
+                return node
+        return {}
+
+    try:
+        node, value = pick(schema, data), data
+        for part in loc:
+            value = value[part] if isinstance(value, (dict, list)) and not isinstance(part, bool) else None
+            if isinstance(part, int):
+                node = pick(node.get("items", {}), value)
+            else:
+                props = node.get("properties") or {}
+                node = pick(props[part] if part in props else node.get("additionalProperties", {}), value)
+        return list(node.get("properties") or [])
+    except (KeyError, IndexError, TypeError, AttributeError):
+        return []
+
+
+def _did_you_mean(word: str, choices: Sequence[str]) -> str:
+    """``did you mean 'x'?`` with the closest choices (those nearly as close as the best), or ''."""
+    scored = sorted(((difflib.SequenceMatcher(None, word, c).ratio(), c) for c in choices), reverse=True)
+    close = [c for r, c in scored[:3] if r >= 0.6 and r >= scored[0][0] - 0.1]
+    return f"did you mean {' or '.join(repr(c) for c in close)}?" if close else ""
 
 
 def _check_types() -> list[str]:
@@ -282,7 +333,7 @@ def _load_strict(file: Path) -> LoadedSpec:
         except ValidationError as exc:
             for err in exc.errors():
                 loc = _error_loc(err, data)
-                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err)}")
+                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err, data)}")
         else:
             problems = _check_files(spec, file.parent, data, where, shown)
     if problems:
@@ -424,10 +475,15 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
                                 f"workspace folder and would be visible to the agent; move it beside task.yaml")
     for group in ("oracle", "violation"):
         for i, step in enumerate(getattr(spec, group)):
-            if step.tool is not None and step.tool not in spec.tools:
-                problems.append(
-                    f"{shown}:{where((group, i, 'tool'))}: {group}[{i}].tool: {step.tool!r} is not in the spec's tools allow-list"
-                )
+            if step.tool is None or step.tool in spec.tools:
+                continue
+            at = f"{shown}:{where((group, i, 'tool'))}: {group}[{i}].tool: "
+            if step.tool not in known_tools():  # no such tool at all, allowed or not: say so, and the closest
+                guess = _did_you_mean(str(step.tool), known_tools())
+                problems.append(at + f"unknown tool {step.tool!r} ("
+                                + (guess or "every tool: docs/services.md, `cowork spec schema`") + ")")
+            else:
+                problems.append(at + f"{step.tool!r} is not in the spec's tools allow-list")
     return problems
 
 
@@ -435,13 +491,18 @@ def load_specs(paths: Sequence[str | os.PathLike[str]]) -> list[LoadedSpec]:
     """Load several specs; a folder without task.yaml is searched for task folders.
 
     Raises:
-        SpecError: for the first invalid spec, or when two specs share an id.
+        SpecError: for the first invalid spec, when two specs share an id, or when a folder
+            holds no task.yaml, in it or in its subfolders.
     """
     files: list[Path] = []
     for path in paths:
         p = Path(path)
         if p.is_dir() and not (p / SPEC_FILE).is_file():
-            files.extend(sorted(p.glob(f"*/{SPEC_FILE}")))
+            found = sorted(p.glob(f"*/{SPEC_FILE}"))
+            if not found:
+                raise SpecError(f"{_shown(p)}: no {SPEC_FILE} in this folder or in its subfolders; give a task folder, "
+                                f"its {SPEC_FILE}, or a folder of task folders")
+            files.extend(found)
         else:
             files.append(resolve_spec_path(p))
     loaded = [load_spec(f) for f in files]

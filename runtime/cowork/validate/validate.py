@@ -54,7 +54,7 @@ class ValidationReport(BaseModel):
             # Details quote grades, and grades quote the agent's file names: escape them.
             lines.append(f"  {'ok  ' if f.ok else 'FAIL'} {f.step}: {_escaped(f.detail)}")
             if not f.ok and f.hint:
-                lines.append(f"       fix {_escaped(f.field or '')}: {_escaped(f.hint)}")
+                lines.append(f"       fix{' ' + _escaped(f.field) if f.field else ''}: {_escaped(f.hint)}")
         return "\n".join(lines)
 
 
@@ -122,17 +122,92 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reu
 
 
 def _schema(path: str | Path | LoadedSpec) -> tuple[LoadedSpec | None, ValidationReport]:
-    """Step ``schema``: the spec loads (None and the problems when it does not)."""
+    """Step ``schema``: the spec loads (None and the problems when it does not, each with
+    its field and a repair hint, and the task named by its ``id:`` line or its folder)."""
     shown = str(path.path if isinstance(path, LoadedSpec) else path)
     try:
         loaded = path if isinstance(path, LoadedSpec) else load_spec(path)
     except SpecError as exc:
-        return None, ValidationReport(spec=shown, ok=False, findings=[
-            Finding(step="schema", ok=False, detail=p, hint="correct the field as the message says")
-            for p in exc.problems])
+        return None, ValidationReport(spec=shown, task=_task_of(Path(shown)), ok=False,
+                                      findings=[schema_finding(p) for p in exc.problems])
     report = ValidationReport(spec=str(loaded.path), task=loaded.spec.id, ok=True)
     report.findings.append(Finding(step="schema", ok=True, detail="spec is valid"))
     return loaded, report
+
+
+#: ``file:line: field: message`` of a spec problem; the field is one word (``checks[1].paht``,
+#: ``(top level)``); a problem without one (invalid YAML) has ``file:line: message``.
+_PROBLEM = re.compile(r"^(?P<file>.*?):(?P<line>\d+): (?:(?P<field>\(top level\)|[^\s:]+): )?(?P<message>.*)$", re.DOTALL)
+#: The task id of a spec that does not load: its ``id:`` line, read as text.
+_ID_LINE = re.compile(r"^id:[ \t]*['\"]?([^'\"\s#]+)", re.MULTILINE)
+
+
+def _task_of(path: Path) -> str | None:
+    """The task a spec that does not load is about: its ``id:`` line, else its folder's name."""
+    file = path / "task.yaml" if path.is_dir() else path
+    try:
+        m = _ID_LINE.search(file.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        m = None
+    if m:
+        return m.group(1)
+    folder = file.parent if file.name == "task.yaml" else path
+    return folder.name or None
+
+
+def schema_finding(problem: str) -> Finding:
+    """A load problem (``file:line: field: message``) as a ``schema`` finding: the field at
+    fault and the repair its message calls for."""
+    m = _PROBLEM.match(problem)
+    field, message = (m.group("field"), m.group("message")) if m else (None, problem)
+    return Finding(step="schema", ok=False, detail=problem, field=field, hint=schema_hint(field, message))
+
+
+def schema_hint(field: str | None, message: str) -> str:
+    """How to repair one load problem, from its field and message: the suggestion when the
+    message makes one, else the repair its kind of problem needs."""
+    leaf = (re.split(r"[.\[]", field)[-1].rstrip("]") if field and field != "(top level)" else "") or "the field"
+    if leaf.isdigit():  # an item of a list: name it whole (checks[0])
+        leaf = str(field)
+    parent = field.rsplit(".", 1)[0] if field and "." in field else "the spec"
+    said = re.search(r"did you mean ([^?]+)\?", message)
+    if said and message.startswith("unknown field"):
+        return f"rename {leaf!r} to {said.group(1)}, or remove it"
+    if said:
+        return f"write {said.group(1)} instead (the name as written does not exist)"
+    rules: list[tuple[str, str]] = [
+        ("unknown field", f"remove {leaf!r} from {parent}, or correct its spelling (every field: docs/spec.md, "
+                          "`cowork spec schema`)"),
+        ("required field is missing", f"add {leaf!r} to {parent}"),
+        ("is not in the spec's tools allow-list", "add the tool (or its service) to `tools:`, or use a tool the "
+                                                   "spec allows"),
+        ("unknown tool", "use a tool that exists: docs/services.md lists them, `cowork spec schema` too"),
+        ("unknown check type", "use one of the check types listed (docs/checks.md)"),
+        ("duplicate key", f"remove one of the two {leaf!r} keys: YAML keeps only the last"),
+        ("duplicate check id", "give every check and safety rule its own id"),
+        ("duplicate task id", "give each task its own id"),
+        ("is listed twice", "list each workspace file once"),
+        ("invalid YAML", "fix the YAML syntax on that line (quote text holding ': ' or '#')"),
+        ("not UTF-8", "save the file as UTF-8"),
+        ("not found", "add the file or folder to the task folder, or correct the path"),
+        ("outside the task folder", "give a path inside the task folder (no '..', not absolute)"),
+        ("escapes the workspace", "give a path inside the workspace (no '..')"),
+        ("is absolute", "give the path relative to the workspace"),
+        ("is a symlink", "replace the link with a copy of the file"),
+        ("invalid regular expression", "fix the pattern (RE2 syntax: no look-around, no backreferences)"),
+        ("expected a mapping", "write the spec as a mapping of fields (id:, title:, prompt:, ...)"),
+        ("a matcher needs exactly one of", "keep exactly one of equals, contains, regex, glob, one_of, absent"),
+    ]
+    for needle, hint in rules:
+        if needle in message:
+            return hint
+    should = re.search(r"Input should be (.+?)(?:,| \(got |$)", message)
+    if should:  # pydantic's "Input should be a valid integer, ..." / "... greater than 0"
+        return f"make {leaf!r} {should.group(1).strip()}"
+    # A message that carries its own repair: "what is wrong; what to do".
+    if "; " in message:
+        return message.rsplit("; ", 1)[1]
+    return f"give {leaf!r} a valid value ({message})"
 
 
 class _Steps:
@@ -185,6 +260,8 @@ class _Steps:
                              + ", ".join(c.id or c.type for c in self.judged)
                              + ") were not run; without --judge-model nothing shows the oracle earns them, the no-op "
                                "agent misses them or a judge safety rule can fire",
+                      field=", ".join(f"{group}[{i}]" for group in ("checks", "safety")
+                                      for i, c in enumerate(getattr(self.spec, group)) if c.type == "judge"),
                       hint="run `cowork validate --judge-model M` to prove them")
         return o1
 

@@ -13,7 +13,7 @@ from typing import Any
 from ..errors import CoworkError, EvidenceError
 from ..evidence import META_FILE
 from ..formats import SURROGATE
-from ..rollouts.metrics import summarize_episodes
+from ..rollouts.metrics import NOT_SCORED, summarize_episodes
 from ..rollouts.runner import RESULTS_FILE, RUN_FILE, read_results
 from ..terminal import printable
 from . import charts
@@ -79,7 +79,8 @@ def load_page(source: str | Path) -> dict[str, Any]:
     if kind == "bundle":
         episodes = [_episode(0, _bundle_row(source), source)]
         page.update(run=None, episodes=episodes, summary=None, tasks=[episodes[0]["row"]["task"]],
-                    figures=charts.figures([e["row"] for e in episodes], None), charts=[])
+                    figures=charts.figures([e["row"] for e in episodes], None), charts=[],
+                    agents=agents_of([e["row"] for e in episodes]), attention=attention(episodes))
         return page
     root = source.parent if source.is_file() else source
     try:
@@ -98,11 +99,69 @@ def load_page(source: str | Path) -> dict[str, Any]:
                                  isinstance(r.get("reward"), (int, float))]) for t in dict.fromkeys(r["task"] for r in rows)}
     page.update(run=_read_json(root / RUN_FILE), episodes=episodes, summary=summary, spread=spreads,
                 tasks=list(spreads), figures=charts.figures(rows, {**(summary or {}), **rate}),
-                charts=charts.run_charts(rows, summary))
+                charts=charts.run_charts(rows, summary), agents=agents_of(rows), attention=attention(episodes))
     bench = _read_json(root / BENCH_FILE) if (root / BENCH_FILE).exists() else None
     if isinstance(bench, dict):
         page["bench"] = _bench(bench)
     return page
+
+
+def agents_of(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Episodes per agent, in the order first seen (each results line names its own)."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        name = str(r.get("agent") or "?")
+        counts[name] = counts.get(name, 0) + 1
+    return counts
+
+
+#: What the first screen lists, in this order, and the most episodes of each it names.
+ATTENTION_KINDS = ("violation", "infra", "failure")
+ATTENTION_LIMIT = 50
+_REASON_LIMIT = 300
+
+
+def _cut(text: Any, limit: int = _REASON_LIMIT) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def attention(episodes: list[dict[str, Any]]) -> dict[str, Any]:
+    """What went wrong, for the top of the page: the episodes that violated a rule, ended on an
+    infrastructure (or model endpoint) failure, or failed, each with its reasons (the rules
+    broken, the error, the failed checks with their details); at most ATTENTION_LIMIT of each,
+    and how many there are in all."""
+    groups: dict[str, list[dict[str, Any]]] = {k: [] for k in ATTENTION_KINDS}
+    for e in episodes:
+        row, view = e["row"], e.get("view") or {}
+        checks = view.get("checks") or []
+        status = row.get("grade_status")
+        reasons: list[str] = []
+        if row.get("safe") is False:
+            kind = "violation"
+            details = {c["id"]: c["detail"] for c in checks if c.get("group") == "safety" and c.get("status") == "fail"}
+            reasons = [f"{v}: {_cut(details.get(v, 'violated'))}" for v in row.get("violations") or []] or \
+                ["a safety rule was violated"]
+        elif status in NOT_SCORED:
+            kind = "infra"
+            err = (view.get("grade") or {}).get("error") or view.get("error") or e.get("error") or status
+            reasons = [f"{status or 'error'}: {_cut(err)}"]
+        elif not row.get("passed"):
+            kind = "failure"
+            why = {"agent_broke_sandbox": "the agent broke its sandbox", "evidence_invalid": "the evidence is invalid"}
+            if status in why:
+                reasons.append(f"{why[status]}: {_cut((view.get('grade') or {}).get('error') or '')}")
+            if row.get("safe") is None:
+                reasons.append("safety could not be judged")
+        else:
+            continue
+        if kind != "infra":
+            reasons += [f"{c['id']}: {_cut(c['detail'])}" for c in checks
+                        if c.get("group") != "safety" and c.get("status") == "fail"][:5]
+        groups[kind].append({"id": e["id"], "task": row.get("task"), "sample": row.get("sample"),
+                             "agent": row.get("agent"), "score": row.get("score"),
+                             "reasons": reasons or [f"score {row.get('score')}"]})
+    return {k: {"total": len(v), "episodes": v[:ATTENTION_LIMIT]} for k, v in groups.items()}
 
 
 def _bench(report: dict[str, Any]) -> dict[str, Any]:

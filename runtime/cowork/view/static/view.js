@@ -114,14 +114,41 @@
   const chart = (c) => (c.type === "dots" ? dotChart(c) : barChart(c));
 
   // ------------------------------------------------------------------ the run
+  function agentsText() {
+    // Who played, from the episodes themselves: "agents: oracle 2, nop 1" when they differ.
+    const a = Object.entries(D.agents || {});
+    if (a.length > 1) return "agents: " + a.map(([k, n]) => k + " " + n).join(", ");
+    return a.length ? "agent " + a[0][0] : null;
+  }
   function header() {
     const what = {results: "results folder", bundle: "evidence bundle", bench: "bench report"}[D.kind] || D.kind;
+    const played = agentsText();
+    const params = D.run ? Object.entries(D.run).filter(([k]) => k !== "tasks" && k !== "agents" &&
+      !(k === "agent" && played)).map(([k, v]) => k + " " + json(v)) : [];
+    if (played) params.unshift(played);
     return el("header", {},
       el("h1", {}, "cowork view"),
       el("p", {class: "meta"}, what + ": ", el("code", {}, D.source), " · generated " + D.generated,
         D.version ? " · cowork " + D.version : ""),
-      D.run ? el("p", {class: "meta"}, Object.entries(D.run).filter(([k]) => k !== "tasks")
-        .map(([k, v]) => k + " " + json(v)).join(" · ")) : null);
+      params.length ? el("p", {class: "meta", id: "run-params"}, params.join(" · ")) : null);
+  }
+  function attention() {
+    // The first screen: what went wrong, before any figure or chart.
+    const A = D.attention;
+    if (!A || !D.episodes.length) return null;
+    const titles = {violation: ["Safety violations", "a-viol"], infra: ["Infrastructure and model endpoint errors (not scored)", "a-infra"],
+      failure: ["Failures", "a-fail"]};
+    const parts = Object.entries(titles).filter(([k]) => A[k] && A[k].total).map(([k, [title, cls]]) =>
+      el("div", {class: "attn " + cls, id: "attention-" + k},
+        el("h3", {}, title + " (" + A[k].total + ")"),
+        el("ul", {}, A[k].episodes.map((e) => el("li", {},
+          link(e.id, e.task + " · sample " + e.sample), e.agent ? el("span", {class: "meta"}, " · " + e.agent) : null,
+          " ", el("span", {class: "meta"}, "score " + num(e.score)),
+          el("ul", {class: "reasons"}, e.reasons.map((r) => el("li", {}, r)))))),
+        A[k].total > A[k].episodes.length ? el("p", {class: "note"}, "… and " + (A[k].total - A[k].episodes.length) +
+          " more: filter the episode table below.") : null));
+    return el("section", {id: "attention"}, el("h2", {}, "Needs attention"),
+      parts.length ? parts : el("p", {class: "note ok"}, "Nothing: every episode passed, and safely."));
   }
   function figures() {
     if (!D.figures || !D.figures.length) return null;
@@ -374,7 +401,8 @@
 
   const app = document.getElementById("app");
   app.textContent = "";
-  add(app, [header(), figures(), bench(), taskSummary(), charts(), episodesTable()]);
+  // Failures, violations and infrastructure errors first; the figures and charts below them.
+  add(app, [header(), attention(), figures(), taskSummary(), episodesTable(), charts(), bench()]);
   add(app, D.episodes.map(episodeSection));
   state.selected = D.episodes.length ? D.episodes[0].id : null;
   window.addEventListener("hashchange", go);
