@@ -154,3 +154,23 @@ def test_the_check_command_answers_the_same_cold_warm_and_from_loaded_specs(batc
     loaded = [load_spec(f) for f in batch]
     direct = {f"{p['second']}" for p in [x.as_dict() for x in gates.near_duplicates(loaded)]}
     assert direct <= set(cold["refused"])
+
+
+def test_only_specs_that_share_a_skeleton_are_shaped_and_the_shape_is_kept(batch, cache, monkeypatch):
+    """Replacing the entities of a seed is the dearest feature (about 0.1 s a spec): a cold
+    check shapes only the specs that share a skeleton (the three clones here, not the four
+    others) and writes the signature back, so the next check shapes none."""
+    shaped: list[str] = []
+    real = features._seed_sets
+    monkeypatch.setattr(features, "_seed_sets", lambda ld, names, memo: shaped.append(ld.spec.id) or real(ld, names, memo))
+    feats = features.each(batch)
+    assert shaped == [] and all(f.shape_signature is None for f in feats)
+    first = [p.as_dict() for p in features.structural_duplicates(feats)]
+    assert len(shaped) == 3 and len(first) == 3
+    kept = {f.id: json.loads(zlib.decompress(f.entry.read_bytes()))["shape_signature"] for f in feats}
+    assert sorted(k for k, v in kept.items() if v is not None) == sorted(
+        {p[k].split(" (")[0] for p in first for k in ("first", "second")})
+    features.exact_seeds.cache_clear()
+    monkeypatch.setattr(features, "_shape_signature", lambda *a: pytest.fail("shaped again"))
+    again = features.each(batch)
+    assert [p.as_dict() for p in features.structural_duplicates(again)] == first

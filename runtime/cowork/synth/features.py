@@ -16,12 +16,13 @@ loaded again, before a pair is reported (:class:`cowork.synth.gates._Item`).
 from __future__ import annotations
 
 import base64
+import collections
 import concurrent.futures
 import functools
 import hashlib
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -35,7 +36,7 @@ from . import gates
 log = logging.getLogger(__name__)
 
 #: Bumped when what an entry holds changes shape (the package's code is in the key anyway).
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 #: The entries of 10,000 specs take about 40 MB.
 CACHE_BYTES = 256 << 20
 #: A task folder with more files than this (a task.yaml at the top of a big tree) is not
@@ -58,8 +59,11 @@ class SpecFeatures:
     """sha256 of :func:`gates.skeleton`."""
     shape_prompt: np.ndarray
     """3-word shingles of the prompt with entities replaced."""
-    shape_signature: np.ndarray
-    """MinHash signature of the seed's shingles with entities replaced."""
+    shape_signature: np.ndarray | None
+    """MinHash signature of the seed's shingles with entities replaced; ``None`` until a spec
+    shares its skeleton with another (replacing the entities is the dearest feature, about
+    0.1 s a spec, and only specs of one skeleton are compared on it): :func:`with_shapes`
+    fills it in and writes it back to the entry."""
     answer: gates.AnswerGate
     difficulty: gates.DifficultySignal
     """The signal without the no-op agent's share (:meth:`gates.DifficultySignal.scored`)."""
@@ -67,6 +71,8 @@ class SpecFeatures:
     capabilities: list[str]
     services: list[str]
     declared: str | None
+    entry: Path | None = field(default=None, compare=False, repr=False)
+    """The cache entry it was read from or written to (``None``: not cached)."""
 
     @property
     def key(self) -> str:
@@ -78,14 +84,18 @@ class SpecFeatures:
         return gates._Item(self.key, self.prompt, None, self.seed_signature, lambda: exact_seeds(self.path)[0])
 
     def shape_item(self) -> gates._Item:
-        """The spec for :func:`gates.structural_duplicate_items`."""
+        """The spec for :func:`gates.structural_duplicate_items` (the shape signature computed
+        here when it was not yet: :func:`with_shapes` does it for many in parallel)."""
+        if self.shape_signature is None:
+            self.shape_signature = _shape_signature(self.path, self.entry)
         return gates._Item(self.key, self.shape_prompt, None, self.shape_signature, lambda: exact_seeds(self.path)[1])
 
     def as_json(self) -> dict[str, Any]:
         """The cache entry: everything but the path."""
         return {"v": FEATURES_VERSION, "id": self.id, "prompt": _pack(self.prompt),
                 "seed_signature": _pack(self.seed_signature), "skeleton": self.skeleton,
-                "shape_prompt": _pack(self.shape_prompt), "shape_signature": _pack(self.shape_signature),
+                "shape_prompt": _pack(self.shape_prompt),
+                "shape_signature": None if self.shape_signature is None else _pack(self.shape_signature),
                 "answer": {k: v for k, v in self.answer.as_dict().items() if k != "refused"},
                 "difficulty": {k: v for k, v in self.difficulty.as_dict().items() if k not in ("mismatch", "overclaims")},
                 "family": self.family, "capabilities": self.capabilities, "services": self.services,
@@ -96,8 +106,9 @@ class SpecFeatures:
         """An entry read back; ``ValueError``/``KeyError``/``TypeError`` when it is not one."""
         if data.get("v") != FEATURES_VERSION:
             raise ValueError(f"version {data.get('v')!r}")
-        sigs = [_unpack(data[k]) for k in ("seed_signature", "shape_signature")]
-        if any(s.size != gates.PERMUTATIONS for s in sigs):
+        shape = data["shape_signature"]
+        sigs = [_unpack(data["seed_signature"]), None if shape is None else _unpack(shape)]
+        if any(s is not None and s.size != gates.PERMUTATIONS for s in sigs):
             raise ValueError("signature size")
         return cls(id=str(data["id"]), path=path, prompt=_unpack(data["prompt"]), seed_signature=sigs[0],
                    skeleton=str(data["skeleton"]), shape_prompt=_unpack(data["shape_prompt"]), shape_signature=sigs[1],
@@ -124,20 +135,22 @@ def _word_memo() -> dict[str, int]:
     return _memo
 
 
-def compute(loaded: LoadedSpec) -> SpecFeatures:
-    """The features of a loaded spec (no cache)."""
+def compute(loaded: LoadedSpec, *, shape: bool = False) -> SpecFeatures:
+    """The features of a loaded spec (no cache); the seed's shape signature only with ``shape``."""
     from .stats import prompt_shape
 
     memo = _word_memo()
     spec = loaded.spec
     names = gates.seed_names(loaded)
-    seed, shaped = _seed_sets(loaded, names, memo)
+    text = gates.seed_text(loaded)
     return SpecFeatures(
         id=spec.id, path=str(loaded.path),
-        prompt=gates.shingle_hashes(gates.prompt_text(spec), 3, memo), seed_signature=gates._signature(seed),
+        prompt=gates.shingle_hashes(gates.prompt_text(spec), 3, memo),
+        seed_signature=gates._signature(gates.shingle_hashes(text, 5, memo)),
         skeleton=hashlib.sha256(gates.skeleton(loaded, names).encode()).hexdigest(),
         shape_prompt=gates.shingle_hashes(prompt_shape(gates.prompt_text(spec), names), 3, memo),
-        shape_signature=gates._signature(shaped), answer=gates.answer_gate(loaded),
+        shape_signature=gates._signature(gates.shingle_hashes(gates.entity_shape(text, names), 5, memo)) if shape else None,
+        answer=gates.answer_gate(loaded),
         difficulty=gates.difficulty(loaded), family=gates.family_of(loaded), capabilities=list(spec.capabilities),
         services=gates.used_services(loaded), declared=spec.difficulty)
 
@@ -153,6 +166,37 @@ def exact_seeds(path: str) -> tuple[np.ndarray, np.ndarray]:
     replaced: what a candidate pair is confirmed on."""
     loaded = load_spec(path)
     return _seed_sets(loaded, gates.seed_names(loaded), _word_memo())
+
+
+def _shape_signature(path: str, entry: Path | None) -> np.ndarray:
+    """The shape signature of the spec at ``path``, written into its cache entry when it has one."""
+    sig = gates._signature(exact_seeds(path)[1])
+    if entry is not None:
+        data = fastyaml.read_entry(entry)
+        if isinstance(data, dict) and data.get("v") == FEATURES_VERSION:
+            fastyaml.write_entry(entry, {**data, "shape_signature": _pack(sig)}, CACHE_BYTES)
+    return sig
+
+
+def _shape_job(job: tuple[str, Path | None]) -> np.ndarray:
+    return _shape_signature(*job)
+
+
+def with_shapes(feats: list[SpecFeatures]) -> None:
+    """Fill in the shape signature of every spec that shares its skeleton with another (the
+    only ones :func:`structural_duplicates` compares on it), in worker processes from
+    :data:`PARALLEL_FROM` specs on, and keep them in their cache entries."""
+    count = collections.Counter(f.skeleton for f in feats)
+    todo = [f for f in feats if f.shape_signature is None and count[f.skeleton] > 1]
+    workers = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 8)
+    jobs = [(f.path, f.entry) for f in todo]
+    if len(todo) < PARALLEL_FROM or workers < 2:
+        sigs = [_shape_job(j) for j in jobs]
+    else:
+        with concurrent.futures.ProcessPoolExecutor(workers) as pool:
+            sigs = list(pool.map(_shape_job, jobs, chunksize=4))
+    for f, sig in zip(todo, sigs):
+        f.shape_signature = sig
 
 
 # --------------------------------------------------------------------------- the cache
@@ -209,7 +253,9 @@ def _cached(file: Path) -> tuple[SpecFeatures | None, Path | None]:
     data = fastyaml.read_entry(entry)
     if data is not None:
         try:
-            return SpecFeatures.from_json(data, str(file)), entry
+            got = SpecFeatures.from_json(data, str(file))
+            got.entry = entry
+            return got, entry
         except (ValueError, KeyError, TypeError, AttributeError) as exc:  # a foreign or old entry
             log.debug("gate features %s unreadable (%s); computing", entry.name, exc)
     return None, entry
@@ -223,6 +269,7 @@ def of(loaded: LoadedSpec) -> SpecFeatures:
     got = compute(loaded)
     if entry is not None:
         fastyaml.write_entry(entry, got.as_json(), CACHE_BYTES)
+        got.entry = entry
     return got
 
 
@@ -243,6 +290,7 @@ def of_path(path: str | os.PathLike[str]) -> SpecFeatures | SpecError:
     got = compute(loaded)
     if entry is not None:
         fastyaml.write_entry(entry, got.as_json(), CACHE_BYTES)
+        got.entry = entry
     return got
 
 
@@ -265,10 +313,12 @@ def near_duplicates(feats: list[SpecFeatures], threshold: float = gates.DUPLICAT
 def structural_duplicates(feats: list[SpecFeatures], threshold: float = gates.DUPLICATE_THRESHOLD,
                           seed_threshold: float = gates.CLONE_SEED_THRESHOLD) -> list[gates.DuplicatePair]:
     """:func:`gates.structural_duplicates` over features."""
-    groups: dict[str, list[gates._Item]] = {}
+    with_shapes(feats)
+    groups: dict[str, list[SpecFeatures]] = {}
     for f in feats:
-        groups.setdefault(f.skeleton, []).append(f.shape_item())
-    return gates.structural_duplicate_items(list(groups.values()), threshold, seed_threshold)
+        groups.setdefault(f.skeleton, []).append(f)
+    return gates.structural_duplicate_items([[f.shape_item() for f in g] for g in groups.values() if len(g) > 1],
+                                            threshold, seed_threshold)
 
 
 def diversity(feats: list[SpecFeatures]) -> gates.Diversity:
