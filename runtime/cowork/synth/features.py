@@ -106,12 +106,12 @@ class SpecFeatures:
         """An entry read back; ``ValueError``/``KeyError``/``TypeError`` when it is not one."""
         if data.get("v") != FEATURES_VERSION:
             raise ValueError(f"version {data.get('v')!r}")
-        shape = data["shape_signature"]
-        sigs = [_unpack(data["seed_signature"]), None if shape is None else _unpack(shape)]
-        if any(s is not None and s.size != gates.PERMUTATIONS for s in sigs):
+        seed = _unpack(data["seed_signature"])
+        shape = None if data["shape_signature"] is None else _unpack(data["shape_signature"])
+        if seed.size != gates.PERMUTATIONS or (shape is not None and shape.size != gates.PERMUTATIONS):
             raise ValueError("signature size")
-        return cls(id=str(data["id"]), path=path, prompt=_unpack(data["prompt"]), seed_signature=sigs[0],
-                   skeleton=str(data["skeleton"]), shape_prompt=_unpack(data["shape_prompt"]), shape_signature=sigs[1],
+        return cls(id=str(data["id"]), path=path, prompt=_unpack(data["prompt"]), seed_signature=seed,
+                   skeleton=str(data["skeleton"]), shape_prompt=_unpack(data["shape_prompt"]), shape_signature=shape,
                    answer=gates.AnswerGate(**data["answer"]), difficulty=gates.DifficultySignal(**data["difficulty"]),
                    family=str(data["family"]), capabilities=[str(c) for c in data["capabilities"]],
                    services=[str(s) for s in data["services"]], declared=data["declared"])
