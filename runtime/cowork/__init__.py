@@ -30,17 +30,17 @@ _EXPORTS = {
     "CoworkError": "errors", "SpecError": "errors", "DockerUnavailable": "errors", "ImageError": "errors",
     "SandboxError": "errors", "SandboxStartTimeout": "errors", "McpError": "errors",
     "ResetMismatch": "errors", "CheckpointError": "errors", "EvidenceError": "errors",
-    "PolicyError": "errors", "EndpointUnavailable": "errors", "GradingError": "errors",
-    "ClusterUnavailable": "errors", "NoSuchSandbox": "errors",
+    "PolicyError": "errors", "EndpointUnavailable": "errors", "ContextLengthExceeded": "errors", "GradingError": "errors",
+    "ClusterUnavailable": "errors", "NoSuchSandbox": "errors", "UnsupportedTask": "errors",
 }
 
 #: Kept equal to _EXPORTS' keys (a test checks).
-__all__ = ["CheckResult", "CheckpointError", "ClusterUnavailable", "CoworkError", "DockerBackend", "DockerUnavailable",
+__all__ = ["CheckResult", "CheckpointError", "ClusterUnavailable", "ContextLengthExceeded", "CoworkError", "DockerBackend", "DockerUnavailable",
            "EndpointUnavailable", "EpisodeResult", "Evidence", "EvidenceError", "GVisorBackend", "Grade",
            "GradingError", "ImageError", "LoadedSpec", "McpError", "NoSuchSandbox", "Policy", "PolicyError", "ResetMismatch",
            "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend", "SandboxError", "SandboxPool",
            "SandboxStartTimeout", "Settings", "SpecError", "TaskSpec", "ToolResult", "Trajectory",
-           "available_backends", "get_backend", "grade", "load_spec", "make_policy", "register_backend",
+           "UnsupportedTask", "available_backends", "get_backend", "grade", "load_spec", "make_policy", "register_backend",
            "rollout", "run_episode", "run_task"]
 
 
@@ -66,6 +66,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
     from .errors import (
         CheckpointError,
         ClusterUnavailable,
+        ContextLengthExceeded,
         CoworkError,
         DockerUnavailable,
         EndpointUnavailable,
@@ -79,6 +80,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
         SandboxError,
         SandboxStartTimeout,
         SpecError,
+        UnsupportedTask,
     )
     from .evidence import Evidence
     from .grading import Grade, grade

@@ -70,6 +70,12 @@ class EndpointUnavailable(PolicyError, ConnectionError):
     (5xx, 429, timeouts) or refuses the key: the service's failure, not the model's answer."""
 
 
+class ContextLengthExceeded(PolicyError):
+    """The conversation no longer fits the model's context window (a server's 400 that says
+    the prompt is too long, a prompt past the local model's length): the episode is
+    ``truncated`` and graded on its evidence, not a failure of the endpoint."""
+
+
 class ClusterUnavailable(CoworkError, ConnectionError):
     """A Ray cluster's address answers no connection (nothing listens there, or only where Ray
     does not connect): checked before ``ray.init``, which would retry for minutes."""
@@ -77,6 +83,11 @@ class ClusterUnavailable(CoworkError, ConnectionError):
 
 class GradingError(CoworkError, RuntimeError):
     """A check could not be judged (a plugin without a verdict, a result missing); never a pass."""
+
+
+class UnsupportedTask(CoworkError, ValueError):
+    """A trainer's episode contract cannot carry the task (a user who answers after the final
+    reply, for one): refused up front, naming the task and why, instead of a silent 0."""
 
 
 def require_extra(module: str, extra: str, needs: str, note: str = "",

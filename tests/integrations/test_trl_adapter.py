@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pytest
 
-from cowork.errors import CoworkError, SandboxError
+from cowork.errors import CoworkError, SandboxError, UnsupportedTask
 from cowork.integrations import trl as ct
 from fakes import FakeSandbox
 
@@ -22,6 +22,8 @@ from transformers.utils import get_json_schema
 ROOT = Path(__file__).resolve().parents[2]
 CSV = ROOT / "specs" / "fix-csv-report"
 DOWNLOADS = ROOT / "specs" / "organize-downloads"
+MEETING = ROOT / "specs" / "mt-clarify-meeting-slot"  # a scripted user
+CRM = ROOT / "specs" / "crm-report-answer-numbers"  # answer checks
 
 # Schemas as the sandbox's MCP server serves them (copied from `list_tools`).
 READ_FILE = {"name": "read_file", "description": "Read a text file.", "input_schema": {
@@ -131,7 +133,8 @@ class TestSpecObject:
         assert [m["role"] for m in row["prompt"]] == ["system", "user"]
         assert row["prompt"][1]["content"] == spec.tasks[0].spec.prompt
         assert row["task_dir"] == str(CSV.resolve()) and row["task"] == "fix-csv-report"
-        assert spec.reward_funcs == []  # get_reward is the reward source; a function would count it twice
+        # get_reward is the reward source; the one function only hands environments their transcripts
+        assert spec.reward_funcs == [ct.cowork_conversation]
         factory = pickle.loads(pickle.dumps(spec.environment_factory))
         env = factory()
         assert trl_tools(type(env)) == ["read_file"] and env._options.max_sandboxes == 4
@@ -153,6 +156,28 @@ class TestSpecObject:
         monkeypatch.setattr(importlib.metadata, "version", lambda name: "1.8.2")
         with pytest.raises(CoworkError, match=r"trl >= 1\.16, found 1\.8\.2; pip install"):
             _ = ct.CoworkTRL([CSV], tools={"fix-csv-report": [READ_FILE]}).environment_factory
+
+    def test_multi_turn_tasks_get_the_user_channel_and_are_told_of_it(self):
+        spec = ct.CoworkTRL([CSV, MEETING], tools={"fix-csv-report": [READ_FILE], "mt-clarify-meeting-slot": [READ_FILE]})
+        factories = spec.environment_factory  # same MCP tools, but only the meeting has a user: two environments
+        assert sorted(factories) == ["fix-csv-report", "mt-clarify-meeting-slot"]
+        envs = {name: pickle.loads(pickle.dumps(f))() for name, f in factories.items()}
+        assert trl_tools(type(envs["mt-clarify-meeting-slot"])) == ["message_user", "read_file"]
+        assert trl_tools(type(envs["fix-csv-report"])) == ["read_file"]
+        schema = get_json_schema(envs["mt-clarify-meeting-slot"].message_user)["function"]
+        assert schema["parameters"]["required"] == ["message"] and "ends the whole session" in schema["description"]
+        system = {r["task"]: r["prompt"][0]["content"] for r in spec.train_dataset}
+        assert "message_user" in system["mt-clarify-meeting-slot"] and "message_user" not in system["fix-csv-report"]
+
+    def test_without_a_channel_a_task_with_a_user_is_refused_up_front(self):
+        with pytest.raises(UnsupportedTask, match=r"task 'mt-clarify-meeting-slot'.*its user.*answers after the agent "
+                                                  r"ends a turn.*first reply without a tool call.*user_tool="):
+            ct.CoworkTRL([CSV, MEETING], user_tool=None)
+        assert ct.CoworkTRL([CSV], user_tool=None).tasks  # a task without a conversation still runs
+
+    def test_a_task_tool_named_like_the_channel(self):
+        with pytest.raises(CoworkError, match="name of the TRL user channel"):
+            ct.env_class([READ_FILE, {**NO_ARGS, "name": "message_user"}], channel="message_user")
 
     def test_bad_inputs(self):
         with pytest.raises(CoworkError, match="organize-downloads"):
@@ -268,6 +293,29 @@ class TestEpisodeOnAFakePool:
         assert "nothing was done" in env.read_file(path="b")
         assert len(pool.acquired[0][0].calls) == 1
 
+    def test_an_environment_without_the_channel_refuses_a_task_with_a_user(self, fake_pool):
+        pool, env, _ = fake_pool
+        with pytest.raises(UnsupportedTask, match="mt-clarify-meeting-slot"):
+            env.reset(task_dir=str(MEETING))
+        assert pool.acquired == []  # refused before a sandbox was asked for
+
+    def test_reply_checks_need_the_transcript(self, fake_pool):
+        pool, env, _ = fake_pool
+        env.reset(task_dir=str(CRM))
+        with pytest.raises(CoworkError, match=r"crm-report-answer-numbers: checks \['figures', 'figures-by-stage', "
+                                              r"'usd-deal-mentioned'\] read the agent's reply.*reward_funcs="):
+            env.get_reward()
+
+    def test_the_reward_function_hands_each_environment_its_transcript(self, fake_pool):
+        _, env, _ = fake_pool
+        env.reset(**_row())
+        completion = [{"role": "assistant", "content": "The total is 42."}]
+        assert ct.cowork_conversation(prompts=[["p"]], completions=[completion], environments=[env],
+                                      trainer_state=None) == [None]
+        assert env._transcript == (["p"], completion)
+        with pytest.raises(CoworkError, match="environment_factory"):
+            ct.cowork_conversation(prompts=[["p"]], completions=[completion])
+
     def test_contract_misuse(self, fake_pool):
         _, env, _ = fake_pool
         assert env.get_reward() is None and env.reward is None  # no episode yet
@@ -297,7 +345,7 @@ class TestWithTRL:
                               train_dataset=spec.train_dataset, environment_factory=spec.environment_factory,
                               reward_funcs=spec.reward_funcs)
         assert sorted(t.__name__ for t in trainer._env_tools[None]) == ["read_file", "tickets_search"]
-        assert trainer.reward_func_names == ["CoworkEnv"]
+        assert trainer.reward_func_names == ["cowork_conversation", "CoworkEnv"]  # the transcript first, then the reward
         text = tok.apply_chat_template(spec.train_dataset[0]["prompt"], tools=trainer._env_tools[None],
                                        tokenize=False, add_generation_prompt=True)
         assert '"name": "read_file"' in text and '"enum": ["new", "open", "closed"]' in text
