@@ -7,7 +7,6 @@ import json
 
 import pytest
 from fastmcp import Client
-from tests.fakes import tar_of
 
 from cowork.episode.trajectory import audit_trace
 from cowork.evidence import Evidence
@@ -17,6 +16,7 @@ from cowork.server.app import ServerConfig, build_app
 from cowork.server.state.audit import NAME_LIMIT, AuditLog
 from cowork.server.tools.workspace import WorkspaceConfig
 from cowork.spec.models import TaskSpec
+from fakes import tar_of
 
 
 @pytest.fixture
