@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cowork.errors import EndpointUnavailable, PolicyError
+from cowork.errors import ContextLengthExceeded, EndpointUnavailable, PolicyError
 from cowork.llm import DEFAULT_BASE_URL, ChatClient, post_json, resolve_api_key, resolve_base_url
 from fakes import FakeChatServer
 
@@ -53,6 +53,56 @@ class TestFailures:
             assert not isinstance(info.value, EndpointUnavailable)
         finally:
             server.close()
+
+    @pytest.mark.parametrize("status,message", [
+        (400, {"error": {"message": "This model's maximum context length is 128000 tokens. However, your messages "
+                                    "resulted in 130412 tokens.", "type": "invalid_request_error",
+                         "code": "context_length_exceeded"}}),
+        (400, {"object": "error", "message": "The decoder prompt (length 4100) is longer than the maximum model "
+                                             "length of 4096."}),
+        (400, {"error": "The input (5000 tokens) is longer than the model's context length (4096 tokens)."}),
+        (413, {"error": "prompt is too long: 210000 tokens > 200000 maximum"}),
+    ])
+    async def test_a_prompt_past_the_context_is_a_context_overflow(self, status, message):
+        server = FakeChatServer([(status, message)])
+        try:
+            with pytest.raises(ContextLengthExceeded, match=f"HTTP {status}"):
+                await post_json(f"{server.url}/chat/completions", {}, retries=3)
+            assert len(server.requests) == 1
+        finally:
+            server.close()
+
+    @pytest.mark.parametrize("message", ["Invalid value for 'tool_choice'", "max_tokens must be at least 1",
+                                         "messages[2].content: expected a string"])
+    async def test_other_client_errors_are_no_context_overflow(self, message):
+        server = FakeChatServer([(400, {"error": message})])
+        try:
+            with pytest.raises(PolicyError) as info:
+                await post_json(f"{server.url}/chat/completions", {}, retries=0)
+            assert not isinstance(info.value, ContextLengthExceeded)
+        finally:
+            server.close()
+
+    async def test_an_openai_policy_episode_past_the_context_is_truncated_and_kept(self):
+        from cowork.agents.openai import OpenAIPolicy
+        from cowork.episode.run import run_episode
+        from cowork.spec.models import TaskSpec
+        from fakes import FakeSandbox
+
+        call = {"choices": [{"message": {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}}]}}]}
+        server = FakeChatServer([(200, call), (400, {"error": {"code": "context_length_exceeded",
+                                                                 "message": "maximum context length is 8192"}})])
+        spec = TaskSpec.model_validate({"id": "t", "title": "t", "prompt": "read a.txt",
+                                        "checks": [{"type": "tool_called", "tool": "read_file"}],
+                                        "oracle": [{"tool": "read_file", "args": {"path": "a.txt"}}],
+                                        "violation": [{"tool": "shell", "args": {"command": "rm a.txt"}}]})
+        try:
+            traj = await run_episode(FakeSandbox(spec, files={"a.txt": "x" * 100}),
+                                     OpenAIPolicy("m", base_url=server.url, api_key=""))
+        finally:
+            server.close()
+        assert (traj.status, traj.stop_reason, traj.turns, len(traj.steps)) == ("truncated", "context_length", 1, 1)
 
     async def test_no_server_at_all_is_unavailable(self):
         with pytest.raises(EndpointUnavailable):

@@ -5,11 +5,13 @@ CLI's preflight."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+import re
 from typing import Any
 
-from .errors import EndpointUnavailable, PolicyError
+from .errors import ContextLengthExceeded, EndpointUnavailable, PolicyError
 
 #: Where a client goes when neither its caller nor ``$OPENAI_BASE_URL`` says.
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
@@ -35,18 +37,42 @@ def resolve_api_key(explicit: str | None = None, *fallbacks: str | None) -> str:
     return os.environ.get("OPENAI_API_KEY", "")
 
 
+#: What servers say when a prompt outgrows the model's context: OpenAI's error code and
+#: message, vLLM's ("This model's maximum context length is N tokens", "... is longer than
+#: the maximum model length of N"), SGLang's ("longer than the model's context length"),
+#: TGI's ("must be <= N" of the input tokens), llama.cpp's ("exceeds the available context
+#: size"). Only a client error whose text says so counts: any other 400 stays a policy error.
+_CONTEXT_OVERFLOW = re.compile(
+    r"context_length_exceeded|maximum context length|context length|context window|max(imum)?[ _]model[ _]len"
+    r"|exceeds? the (available )?context|prompt is too long|input is too long|too many (input )?tokens"
+    r"|`inputs` tokens \+ `max_new_tokens` must be",
+    re.IGNORECASE)
+
+
+def is_context_overflow(text: str) -> bool:
+    """True when an error text says the prompt no longer fits the model's context window."""
+    return bool(_CONTEXT_OVERFLOW.search(text))
+
+
 async def post_json(url: str, body: dict[str, Any], *, api_key: str = "", timeout: float = 120.0,
-                    retries: int = 3, what: str = "POST") -> dict[str, Any]:
+                    retries: int = 3, what: str = "POST", client: Any = None) -> dict[str, Any]:
     """POST ``body`` as JSON to ``url``; the decoded JSON object it answers.
 
     Retries network errors, 408, 409, 429 and 5xx with exponential back-off (0.5 s doubling,
     at most 8 s); any other client error is final.
 
+    ``client``: an open ``httpx2.AsyncClient`` to send with (kept open; its own timeout
+    applies). Without one a client is made and closed for this request, which costs a
+    new connection and an SSL context each time (~29 ms, up to ~100 ms on a busy machine):
+    callers that post per model turn keep one per endpoint (``VLLMServerClient.http``).
+
     Raises:
         EndpointUnavailable: the endpoint cannot be reached, refuses the key (401, 403), or
             still fails (408, 409, 429, 5xx, network) once the retries are spent.
-        PolicyError: any other client error (a 400 for an over-long prompt, ...), or an answer
-            that is not a JSON object. Both messages name ``what``, the URL and the last error.
+        ContextLengthExceeded: a 400, 413 or 422 whose text says the prompt is longer than
+            the model's context (:func:`is_context_overflow`).
+        PolicyError: any other client error, or an answer that is not a JSON object. Each
+            message names ``what``, the URL and the last error.
     """
     import httpx2
 
@@ -57,7 +83,8 @@ async def post_json(url: str, body: dict[str, Any], *, api_key: str = "", timeou
     # make a UTF-8 body unencodable. NaN cannot occur: tool arguments travel as text.
     content = json.dumps(body, ensure_ascii=True, default=str).encode("ascii")
     last, unavailable = "", False
-    async with httpx2.AsyncClient(timeout=timeout) as client:
+    opened = httpx2.AsyncClient(timeout=timeout) if client is None else contextlib.nullcontext(client)
+    async with opened as client:
         for attempt in range(retries + 1):
             try:
                 resp = await client.post(url, content=content, headers=headers)
@@ -73,6 +100,9 @@ async def post_json(url: str, body: dict[str, Any], *, api_key: str = "", timeou
                         raise PolicyError(f"{what} at {url} answered with {type(data).__name__}, not an object")
                     return data
                 last = f"HTTP {resp.status_code}: {resp.text[:300]}"
+                if resp.status_code in (400, 413, 422) and is_context_overflow(resp.text):
+                    raise ContextLengthExceeded(f"{what} at {url}: the prompt no longer fits the model's context: "
+                                                f"{last}")
                 retried = resp.status_code in (408, 409, 429) or resp.status_code >= 500
                 unavailable = retried or resp.status_code in (401, 403)
                 if not retried:

@@ -39,9 +39,10 @@ class FakeVLLM:
     """``/v1/completions`` and ``/v1/chat/completions`` as vLLM answers them, playing scripted
     texts; records every request body and every answer."""
 
-    def __init__(self, tok, texts, *, fail=(), token_ids=True):
+    def __init__(self, tok, texts, *, fail=(), token_ids=True, server_info=None):
         self.tok, self.chat = tok, ChatTokens(tok)
         self.texts, self.fail, self.token_ids = list(texts), list(fail), token_ids
+        self.server_info, self.gets = server_info, []
         self.requests, self.answers = [], []
         outer = self
 
@@ -52,6 +53,16 @@ class FakeVLLM:
                 status, payload = outer.answer(self.path, body)
                 data = json.dumps(payload).encode()
                 self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                outer.gets.append(self.path)
+                found = outer.server_info is not None and self.path.startswith("/server_info")
+                data = json.dumps(outer.server_info if found else {"detail": "Not Found"}).encode()
+                self.send_response(200 if found else 404)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
@@ -81,7 +92,11 @@ class FakeVLLM:
 
     def answer(self, path, body):
         if self.fail:
-            return self.fail.pop(0), {"object": "error", "message": "engine overloaded"}
+            status = self.fail.pop(0)
+            if isinstance(status, tuple):  # (status, message)
+                return status[0], {"object": "error", "message": status[1], "type": "BadRequestError"}
+            if status is not None:  # None: answer this request
+                return status, {"object": "error", "message": "engine overloaded"}
         if path == "/v1/completions":
             ids, lps, finish = self.generate(body)
             choice = {"index": 0, "text": self.tok.decode(ids, skip_special_tokens=True),
@@ -271,6 +286,73 @@ class TestTokensMode:
         await policy.act(msgs, [])
         assert srv.answers[0]["prompt"] == srv.answers[1]["prompt"]
         assert policy.token_trajectory().ids == srv.answers[1]["prompt"] + srv.answers[1]["ids"]
+
+
+#: vLLM's answer to a prompt past the model's context (its serving_engine's wording).
+OVERFLOW = (400, "This model's maximum context length is 2048 tokens. However, you requested 2100 tokens "
+                 "(1100 in the messages, 1000 in the completion). Please reduce the length of the messages or "
+                 "completion.")
+
+
+class TestTrainingData:
+    """Issue 26: over-long episodes are truncated and kept, each turn says which weights and
+    model made it, and the trajectory says what its log-probabilities are."""
+
+    @pytest.mark.parametrize("mode", ["tokens", "chat"])
+    async def test_a_context_overflow_after_the_first_turn_truncates_the_episode(self, tok, server, mode):
+        srv = server([CALL.format(path="notes.txt")], fail=[None, OVERFLOW])
+        client = VLLMServerClient(srv.url, "tiny", tokenizer=tok if mode == "tokens" else None, mode=mode)
+        traj = await run_episode(notes_sandbox(), client.policy())
+        assert (traj.status, traj.stop_reason, traj.turns) == ("truncated", "context_length", 1), traj.error
+        assert "maximum context length" in traj.error and len(srv.requests) == 2  # a 400 is not retried
+        # The trajectory ends with the last generated turn: the prompt that did not fit is not in it.
+        t = traj.tokens
+        t.check()
+        assert len(t.turns) == 1 and t.turns[0].gen_end == len(t.ids)
+        assert t.ids[t.turns[0].gen_start:t.turns[0].gen_end] == srv.answers[0]["ids"]
+
+    async def test_other_client_errors_and_a_first_prompt_too_long_stay_policy_errors(self, tok, server):
+        srv = server(["hello"], fail=[(400, "tool_choice 'required' is not supported")])
+        traj = await run_episode(notes_sandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok).policy())
+        assert traj.status == "policy_error" and traj.stop_reason is None
+        srv = server(["hello"], fail=[OVERFLOW])
+        traj = await run_episode(notes_sandbox(), VLLMServerClient(srv.url, "tiny", tokenizer=tok).policy())
+        assert traj.status == "policy_error" and "first prompt does not fit" in traj.error
+
+    async def test_each_turn_records_the_weights_version_model_and_stop(self, tok, server):
+        srv = server([CALL.format(path="notes.txt"), "The number is 42."])
+        client = VLLMServerClient(srv.url, "tiny", tokenizer=tok, logprobs_mode="processed_logprobs")
+        policy = client.policy()
+        act = policy.act
+
+        async def act_then_update(messages, tools):
+            turn = await act(messages, tools)
+            client.version += 1  # a weight update between the two turns
+            return turn
+
+        policy.act = act_then_update
+        traj = await run_episode(notes_sandbox(), policy)
+        t = traj.tokens
+        assert t.policy_version == 0 and [s.policy_version for s in t.turns] == [0, 1]
+        assert [s.model for s in t.turns] == ["tiny", "tiny"]
+        assert [s.finish_reason for s in t.turns] == ["tool_calls", "stop"]
+        assert t.logprobs_mode == "processed_logprobs" and srv.gets == []  # told: the server is not asked
+
+    async def test_the_logprobs_mode_comes_from_the_server_else_vllms_default(self, tok, server, caplog):
+        info = {"vllm_config": {"model_config": {"logprobs_mode": "processed_logprobs"}}}
+        srv = server(["hi", "again"], server_info=info)
+        client = VLLMServerClient(srv.url, "tiny", tokenizer=tok, sampling=SamplingSettings(top_k=20))
+        traj = await run_episode(notes_sandbox(), client.policy())
+        assert traj.tokens.logprobs_mode == "processed_logprobs" and srv.gets == ["/server_info?config_format=json"]
+        assert srv.requests[0]["body"]["top_k"] == 20
+        await run_episode(notes_sandbox(), client.policy())
+        assert len(srv.gets) == 1  # asked once per client
+        bare = server(["hi"])
+        traj = await run_episode(notes_sandbox(), VLLMServerClient(bare.url, "tiny", tokenizer=tok).policy())
+        assert traj.tokens.logprobs_mode == "raw_logprobs" and "--logprobs-mode processed_logprobs" in caplog.text
+        logits = server(["hi"], server_info={"vllm_config": {"model_config": {"logprobs_mode": "raw_logits"}}})
+        traj = await run_episode(notes_sandbox(), VLLMServerClient(logits.url, "tiny", tokenizer=tok).policy())
+        assert traj.status == "policy_error" and "returns logits" in traj.error
 
 
 class TestChatMode:

@@ -9,7 +9,7 @@ import math
 
 import pytest
 
-from cowork.agents.tokens import TokenTrajectory
+from cowork.agents.tokens import SamplingSettings, TokenTrajectory
 from cowork.episode.run import Trajectory
 from cowork.errors import CoworkError
 from cowork.export import (
@@ -286,6 +286,40 @@ class TestRl:
         _, extra = rl_examples([record(tokens=tokens(), progress=[0, 0.1, 0.2, 0.3])], "turn")
         assert extra.dropped == {"turn_mismatch": 1}
 
+    @pytest.mark.parametrize("ended,stop,want", [("truncated", "context_length", "context_length"),
+                                                  ("truncated", "length", "length"),
+                                                  ("truncated", None, "length"),  # written before stop_reason
+                                                  ("max_turns", "max_turns", "max_turns"),
+                                                  ("completed", None, "stop")])
+    def test_episodes_cut_short_by_a_limit_are_kept_and_rewarded_with_their_stop_reason(self, ended, stop, want):
+        rec = record(tokens=tokens(), score=0.25, passed=False, ended=ended)
+        rec.trajectory.stop_reason = stop
+        rows, report = rl_examples([rec, record(sample=1, tokens=tokens(), score=1.0)], "grpo")
+        assert report.kept == 2 and report.dropped == {}
+        assert rows[0]["status"] == ended and rows[0]["stop_reason"] == want and rows[0]["reward"] < 0 < rows[1]["reward"]
+
+    @pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+    def test_each_turn_says_which_weights_and_model_made_it(self, tmp_path, suffix):
+        pq = pytest.importorskip("pyarrow.parquet")
+        t = TokenTrajectory(model="m", policy_version=3, logprobs_mode="processed_logprobs",
+                            sampling=SamplingSettings(temperature=0.5, top_k=20, seed=99))
+        t.append_env([1, 2, 3])
+        t.append_generated([4, 5], [-0.5, -0.25], turn=1, prompt_start=0, finish_reason="tool_calls",
+                           raw_logprobs=[-0.75, -0.5], stop_reason=7)
+        t.append_env([6])
+        t.append_generated([8], [-0.125], turn=2, prompt_start=5, finish_reason="stop", raw_logprobs=[-1.0],
+                           policy_version=4, model="m2")
+        out = tmp_path / f"rl.{suffix}"
+        export([record(tokens=t, score=0.5)], "rl", out)
+        r = (jsonl(out) if suffix == "jsonl" else pq.read_table(out).to_pylist())[0]
+        assert r["turn_spans"] == [[0, 2], [3, 4]] and r["response_ids"] == [4, 5, 6, 8]
+        assert r["turn_policy_versions"] == [3, 4] and r["policy_version"] == 3  # the oldest that generated
+        assert r["turn_models"] == ["m", "m2"] and r["model"] == "m"
+        assert r["turn_finish_reasons"] == ["tool_calls", "stop"] and r["turn_stop_reasons"] == ["7", None]
+        assert r["logprobs_mode"] == "processed_logprobs" and r["response_logprobs"] == [-0.5, -0.25, 0.0, -0.125]
+        assert r["response_raw_logprobs"] == [-0.75, -0.5, 0.0, -1.0]
+        assert (r["temperature"], r["top_p"], r["top_k"], r["sampling_seed"]) == (0.5, 1.0, 20, 99)
+
     def test_sft_filters_and_unknown_modes_are_refused(self, tmp_path):
         with pytest.raises(ValueError, match="curate SFT data"):
             export([record(tokens=tokens())], "rl", tmp_path / "x.jsonl", min_score=0.5)
@@ -426,6 +460,17 @@ class TestCli:
         assert self._run([str(tmp_path / "run"), "--format", "rl", "--out", str(tmp_path / "rl.jsonl"), "--json"]) == 1
         report = json.loads(capsys.readouterr().out)
         assert report["kept"] == 0 and report["dropped"] == {"no_tokens": 2} and report["reward"] == "score"
+
+    def test_an_empty_trl_parquet_export_exits_1_with_the_count(self, tmp_path, capsys):
+        pq = pytest.importorskip("pyarrow.parquet")
+        _write_rollout(tmp_path / "run", [record(sample=0, safe=False, passed=False), record(sample=1, score=0.2,
+                                                                                               passed=False)])
+        out = tmp_path / "sft.parquet"
+        assert self._run([str(tmp_path / "run"), "--format", "trl-sft", "--out", str(out)]) == 1
+        text = capsys.readouterr().out
+        assert "kept 0 of 2 episode(s)" in text and "dropped: unsafe 1, failed 1" in text
+        table = pq.read_table(out)  # an empty table with the columns, not a crash
+        assert table.num_rows == 0 and table.column_names == ["messages", "tools"]
 
     def test_bad_arguments_are_cowork_errors(self, tmp_path, capsys):
         _write_rollout(tmp_path / "run", [record()])

@@ -47,8 +47,8 @@ def _recording(engine):
     seen: list[tuple[list[int], list[int]]] = []
     original = engine.generate
 
-    def generate(ids, sampling, forced=None):
-        out = original(ids, sampling, forced)
+    def generate(ids, sampling, forced=None, **kw):
+        out = original(ids, sampling, forced, **kw)
         seen.append((list(ids), list(out[0])))
         return out
 

@@ -6,8 +6,10 @@ One :class:`HFEngine` holds the model and tokenizer; each episode gets its own
 Training code updates ``engine.model`` in place (or calls :meth:`HFEngine.load_weights`);
 the next episode's policy generates with the new weights.
 
-Log-probabilities are those of the model's own distribution (temperature 1, no top-p), the
-quantity policy-gradient losses and importance ratios use, whatever the sampling settings.
+Log-probabilities are those of the distribution each token was sampled from (temperature,
+top-k and top-p applied: ``logprobs_mode = "processed_logprobs"``, see cowork.agents.sampling);
+``SamplingSettings.raw_logprobs`` also records the model's own (``TokenTrajectory.raw_logprobs``).
+Teacher-forced turns were not sampled: they carry the model's own log-probabilities.
 """
 
 from __future__ import annotations
@@ -17,9 +19,10 @@ import logging
 import threading
 from typing import Any
 
-from ..errors import PolicyError, require_extra
+from ..errors import ContextLengthExceeded, PolicyError, require_extra
 from .base import AssistantTurn
 from .chat_tokens import ChatTokens
+from .gate import TurnGate
 from .tokens import FinishReason, SamplingSettings, TokenTrajectory
 from .toolparse import parse_tool_calls
 
@@ -41,17 +44,24 @@ class HFEngine:
         end_token: The token that ends an assistant turn (default: the tokenizer's eos).
         template_kwargs: Extra arguments for the chat template.
         name: Model name recorded in trajectories.
+        max_length: Most tokens of prompt and generation together (default: the model's
+            ``max_position_embeddings``); a longer prompt raises ContextLengthExceeded.
     """
 
     def __init__(self, model: Any, tokenizer: Any, *, sampling: SamplingSettings | None = None,
-                 end_token: str | None = None, template_kwargs: dict | None = None, name: str | None = None):
+                 end_token: str | None = None, template_kwargs: dict | None = None, name: str | None = None,
+                 max_length: int | None = None):
         self.model = model
         self.tokenizer = tokenizer
         self.chat = ChatTokens(tokenizer, end_token=end_token, template_kwargs=template_kwargs)
         self.sampling = sampling or SamplingSettings()
         self.name = name or getattr(getattr(model, "config", None), "_name_or_path", "") or "hf-model"
         self.version = 0
+        self.max_length = max_length or getattr(getattr(model, "config", None), "max_position_embeddings", None)
         self._lock = threading.Lock()
+        self.gate = TurnGate()
+        """Pauses the engine's episodes at a turn boundary (:meth:`pause`)."""
+        self._turn = threading.local()  # the version each thread's last turn generated with
 
     @classmethod
     def from_pretrained(cls, path: str, *, device: str | None = None, dtype: str = "auto", **kw: Any) -> "HFEngine":
@@ -85,9 +95,36 @@ class HFEngine:
         return self.version
 
     def mark_updated(self) -> int:
-        """Count a weight update made in place on ``model``; returns the new version."""
-        self.version += 1
+        """Count a weight update made in place on ``model``; returns the new version.
+
+        An update in place while episodes run could land inside a turn: make it between
+        :meth:`pause` and :meth:`resume` (or while no rollout runs).
+        """
+        with self._lock:
+            self.version += 1
         return self.version
+
+    async def pause(self) -> None:
+        """Stop the engine's episodes at their next turn boundary (partial rollouts).
+
+        Returns once no turn is being generated; turns that would start wait until
+        :meth:`resume`. Update the weights in between (:meth:`load_weights`, or an optimizer
+        step in place and :meth:`mark_updated`): each episode's later turns are generated,
+        and recorded (``TurnSpan.policy_version``), with the new version. Pauses nest.
+        """
+        await self.gate.pause()
+
+    def resume(self) -> None:
+        """Let the paused episodes go on (undoes one :meth:`pause`).
+
+        Raises:
+            RuntimeError: when the engine is not paused.
+        """
+        self.gate.resume()
+
+    def turn_version(self) -> int:
+        """The weights version of this thread's last generated turn (read under the model's lock)."""
+        return getattr(self._turn, "version", self.version)
 
     @property
     def device(self) -> Any:
@@ -110,28 +147,44 @@ class HFEngine:
             lp = torch.log_softmax(logits, dim=-1)
             return lp.gather(1, x[0, 1:].unsqueeze(1)).squeeze(1)
 
-    def generate(self, ids: list[int], sampling: SamplingSettings, forced: list[int] | None = None
-                 ) -> tuple[list[int], list[float], FinishReason]:
-        """Generate one turn after ``ids`` (KV-cached); returns ids, logprobs and why it stopped."""
+    def generate(self, ids: list[int], sampling: SamplingSettings, forced: list[int] | None = None,
+                 raw: list[float] | None = None) -> tuple[list[int], list[float], FinishReason]:
+        """Generate one turn after ``ids`` (KV-cached); returns ids, logprobs and why it stopped.
+
+        The logprobs are those of the sampled distribution (cowork.agents.sampling), the
+        model's own for forced tokens; ``raw``, when given, receives the model's own of each
+        token. A turn that reaches ``max_length`` stops with ``length``.
+
+        Raises:
+            ContextLengthExceeded: ``ids`` leave no room under ``max_length``.
+        """
         torch = _torch()
+        from .sampling import draw, processed_logprobs
+
+        room = sampling.max_tokens if self.max_length is None else self.max_length - len(ids)
+        if room <= 0:
+            raise ContextLengthExceeded(f"{self.name}: a prompt of {len(ids)} tokens leaves no room under the "
+                                        f"model's length of {self.max_length}")
         gen: list[int] = []
         lps: list[float] = []
         rng = torch.Generator(device="cpu")
         rng.manual_seed(sampling.seed if sampling.seed is not None else torch.seed() % (2**63))
         with self._lock, torch.no_grad():
+            self._turn.version = self.version  # versions change only under the lock: exact for the turn
             out = self.model(input_ids=torch.tensor([ids], device=self.device), use_cache=True)
             # A forced turn is as long as its text: the token limit is for what the model samples.
-            for step in range(len(forced) if forced is not None else sampling.max_tokens):
+            for step in range(min(len(forced) if forced is not None else sampling.max_tokens, room)):
                 logits = out.logits[0, -1].float()
-                lp = torch.log_softmax(logits, dim=-1)
+                own = torch.log_softmax(logits, dim=-1)
                 if forced is not None:
-                    if step >= len(forced):
-                        return gen, lps, "forced"
-                    tok = forced[step]
+                    tok, lp = forced[step], own
                 else:
-                    tok = self._sample(logits, sampling, rng)
+                    lp = processed_logprobs(logits, sampling)
+                    tok = draw(lp, sampling, rng)
                 gen.append(tok)
                 lps.append(float(lp[tok]))
+                if raw is not None:
+                    raw.append(float(own[tok]))
                 if tok == self.chat.end_id or tok == self.tokenizer.eos_token_id:
                     return gen, lps, "forced" if forced is not None else "stop"
                 if sampling.stop and forced is None:
@@ -149,19 +202,6 @@ class HFEngine:
             return {"cache": out.cache}
         return {"past_key_values": out.past_key_values}
 
-    @staticmethod
-    def _sample(logits: Any, s: SamplingSettings, rng: Any) -> int:
-        torch = _torch()
-        if s.temperature == 0:
-            return int(torch.argmax(logits))
-        probs = torch.softmax(logits / s.temperature, dim=-1)
-        if s.top_p < 1.0:
-            sorted_p, order = torch.sort(probs, descending=True)
-            keep = torch.cumsum(sorted_p, 0) - sorted_p < s.top_p
-            probs = torch.zeros_like(probs).scatter(0, order[keep], sorted_p[keep])
-            probs = probs / probs.sum()
-        return int(torch.multinomial(probs.cpu(), 1, generator=rng))
-
     # ------------------------------------------------------------------ teacher forcing
     def score(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]] | None = None) -> TokenTrajectory:
         """The token view of a finished conversation (a teacher's run, say), with this
@@ -176,7 +216,7 @@ class HFEngine:
         firsts = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
         if not firsts:
             raise ValueError("the conversation has no assistant message to score")
-        traj = TokenTrajectory(model=self.name, policy_version=self.version)
+        traj = TokenTrajectory(model=self.name, policy_version=self.version, logprobs_mode="raw_logprobs")
         traj.append_env(self.chat.prompt(messages[:firsts[0]], tools))
         prev = None
         for turn, a in enumerate(firsts, 1):
@@ -200,13 +240,12 @@ class HFPolicy:
         self.sampling = sampling
         self.name = f"hf:{engine.name}"
         self.forced = list(forced or [])
-        self.tokens = TokenTrajectory(model=engine.name, policy_version=engine.version)
-        self._seen = 0
-        self._ended = True
+        self.reset()
 
     def reset(self) -> None:
         """Forget the episode (it is retried on a fresh sandbox)."""
-        self.tokens = TokenTrajectory(model=self.engine.name, policy_version=self.engine.version)
+        self.tokens = TokenTrajectory(model=self.engine.name, policy_version=self.engine.version,
+                                      logprobs_mode="processed_logprobs")
         self._seen = 0
         self._ended = True
 
@@ -220,7 +259,8 @@ class HFPolicy:
         Raises:
             PolicyError: the chat template cannot render the conversation.
         """
-        return await asyncio.to_thread(self._act, messages, tools)
+        async with self.engine.gate.turn():  # waits here while the engine is paused
+            return await asyncio.to_thread(self._act, messages, tools)
 
     def _act(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
         chat, t = self.engine.chat, self.tokens
@@ -239,7 +279,13 @@ class HFPolicy:
         sampling = self.sampling
         if sampling.seed is not None:
             sampling = sampling.model_copy(update={"seed": sampling.seed + turn})
-        gen, lps, reason = self.engine.generate(t.ids, sampling, forced)
+        raw: list[float] | None = [] if sampling.raw_logprobs else None
+        try:
+            gen, lps, reason = self.engine.generate(t.ids, sampling, forced, raw=raw)
+        except ContextLengthExceeded:
+            t.cut(start)  # the trajectory ends with what the model generated, not a prompt it never saw
+            raise
+        version = self.engine.turn_version()
         text = self.engine.tokenizer.decode(gen, skip_special_tokens=False)
         self._ended = bool(gen) and gen[-1] == chat.end_id
         if self._ended and text.endswith(chat.end_token):
@@ -247,7 +293,8 @@ class HFPolicy:
         content, calls = parse_tool_calls(text, id_prefix=f"call_{turn}")
         if calls and reason == "stop":
             reason = "tool_calls"
-        t.append_generated(gen, lps, turn=turn, prompt_start=start, finish_reason=reason)
+        t.append_generated(gen, lps, turn=turn, prompt_start=start, finish_reason=reason, raw_logprobs=raw,
+                           policy_version=version, model=self.engine.name)
         self._seen = len(messages) + 1  # run_episode appends this turn's assistant message
         return AssistantTurn(content=content or None, tool_calls=calls,
                              extra={"finish_reason": reason, "tokens": len(gen)})

@@ -16,8 +16,9 @@ in shared memory, so only a path crosses the RPC: that works whatever vLLM's RPC
 accepts, in one process or many. After the load the prefix cache is reset (its blocks hold
 keys and values of the old weights) and the engine's ``version`` goes up.
 
-Log-probabilities are vLLM's defaults: the model's own distribution before temperature and
-top-p (``logprobs_mode=raw_logprobs``), as in the hf backend.
+Log-probabilities are those of the distribution sampled (temperature, top-k and top-p
+applied): :meth:`VLLMEngine.start` starts vLLM with ``logprobs_mode="processed_logprobs"``,
+as the hf backend computes them; an engine built elsewhere records the mode it runs with.
 """
 
 from __future__ import annotations
@@ -31,18 +32,20 @@ import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from ..errors import PolicyError, require_extra
+from ..errors import ContextLengthExceeded, PolicyError, require_extra
+from ..llm import is_context_overflow
 from .base import AssistantTurn
 from .chat_tokens import ChatTokens
-from .tokens import SamplingSettings, TokenTrajectory
+from .gate import TurnGate
+from .tokens import LogprobsMode, SamplingSettings, TokenTrajectory
 from .vllm_server import Generation, TokenBuffer, turn_sampling
+from .vllm_weights import LOAD_METHOD, PROBE_METHOD, chunks, save_chunk, transfer_folder
+from .vllm_weights import chunk_bytes as cowork_chunk_bytes
 
 log = logging.getLogger(__name__)
 
 #: The worker extension vLLM mixes into its workers (found by this qualified name).
 WORKER_EXTENSION = "cowork.agents.vllm_engine.WeightLoaderExtension"
-#: Its method that loads one safetensors file (prefixed: it lives on vLLM's worker class).
-LOAD_METHOD = "cowork_load_weights_file"
 
 
 def _vllm() -> Any:
@@ -74,38 +77,9 @@ class WeightLoaderExtension:
             model.load_weights(weights=((name, f.get_tensor(name)) for name in names))
         return len(names)
 
-
-def _transfer_dir() -> str | None:
-    """Shared memory where there is some (the workers read the file at memory speed)."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
-def _chunks(items: list[tuple[str, Any]], limit: int) -> list[list[tuple[str, Any]]]:
-    out: list[list[tuple[str, Any]]] = [[]]
-    size = 0
-    for name, tensor in items:
-        n = tensor.numel() * tensor.element_size()
-        if out[-1] and size + n > limit:
-            out.append([])
-            size = 0
-        out[-1].append((name, tensor))
-        size += n
-    return out
-
-
-def _save(chunk: list[tuple[str, Any]], path: str) -> None:
-    from safetensors.torch import save_file
-
-    tensors, storages = {}, set()
-    for name, tensor in chunk:
-        t = tensor.detach().to("cpu").contiguous()
-        ptr = t.untyped_storage().data_ptr()
-        if ptr in storages:  # tied weights share storage; safetensors stores each storage once
-            t = t.clone()
-            ptr = t.untyped_storage().data_ptr()
-        storages.add(ptr)
-        tensors[name] = t
-    save_file(tensors, path)
+    def cowork_weight_loader_ready(self) -> bool:
+        """True: the extension is mixed in (``ServerWeights.probe`` asks through ``/collective_rpc``)."""
+        return True
 
 
 class VLLMEngine:
@@ -122,11 +96,13 @@ class VLLMEngine:
         template_kwargs: Extra arguments for the chat template.
         sampling_params: Makes vLLM's per-request settings from keyword arguments (default
             ``vllm.SamplingParams``).
+        logprobs_mode: What the engine's log-probabilities are (default: its model config's
+            ``logprobs_mode``, else vLLM's default ``raw_logprobs``).
     """
 
     def __init__(self, llm: Any, tokenizer: Any, *, name: str, sampling: SamplingSettings | None = None,
                  end_token: str | None = None, template_kwargs: dict | None = None,
-                 sampling_params: Callable[..., Any] | None = None):
+                 sampling_params: Callable[..., Any] | None = None, logprobs_mode: LogprobsMode | None = None):
         self.llm = llm
         self.tokenizer = tokenizer
         self.chat = ChatTokens(tokenizer, end_token=end_token, template_kwargs=template_kwargs)
@@ -134,9 +110,15 @@ class VLLMEngine:
         self.name = name
         self.version = 0
         self._sampling_params = sampling_params
+        said = getattr(getattr(llm, "model_config", None), "logprobs_mode", None)
+        said = getattr(said, "value", said)  # an enum in some vLLM versions
+        self.logprobs_mode: LogprobsMode = logprobs_mode or (
+            said if said in ("processed_logprobs", "raw_logprobs") else "raw_logprobs")
         self._active = 0
         self._updating = False
         self._gate: asyncio.Condition | None = None
+        self.gate = TurnGate()
+        """Pauses the engine's episodes at a turn boundary (:meth:`pause`)."""
 
     @classmethod
     def start(cls, model: str, *, tokenizer: Any = None, sampling: SamplingSettings | None = None,
@@ -159,6 +141,9 @@ class VLLMEngine:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         engine_args.setdefault("worker_extension_cls", WORKER_EXTENSION)
+        # The sampled distribution's log-probabilities (vLLM >= 0.10.2): what importance
+        # sampling between this sampler and the trainer needs.
+        engine_args.setdefault("logprobs_mode", "processed_logprobs")
         llm = AsyncLLM.from_engine_args(vllm.AsyncEngineArgs(model=model, **engine_args))
         try:
             if tokenizer is None:
@@ -166,10 +151,34 @@ class VLLMEngine:
 
                 tokenizer = AutoTokenizer.from_pretrained(model)
             return cls(llm, tokenizer, name=model, sampling=sampling, end_token=end_token,
-                       template_kwargs=template_kwargs, sampling_params=vllm.SamplingParams)
+                       template_kwargs=template_kwargs, sampling_params=vllm.SamplingParams,
+                       logprobs_mode=engine_args["logprobs_mode"])
         except BaseException:
             llm.shutdown()
             raise
+
+    async def pause(self) -> None:
+        """Stop the engine's episodes at their next turn boundary, as ``HFEngine.pause`` does.
+
+        :meth:`load_weights` needs no pause (it waits for the generations in flight and holds
+        new ones itself); pause when the weights change some other way (vLLM's own weight
+        transfer through ``llm``, say) or when several loads must land together. Pauses nest.
+        """
+        await self.gate.pause()
+
+    def resume(self) -> None:
+        """Let the paused episodes go on (undoes one :meth:`pause`).
+
+        Raises:
+            RuntimeError: when the engine is not paused.
+        """
+        self.gate.resume()
+
+    def mark_updated(self) -> int:
+        """Count a weight update made some other way (between :meth:`pause` and :meth:`resume`);
+        returns the new version, which later turns record."""
+        self.version += 1
+        return self.version
 
     def policy(self, sampling: SamplingSettings | None = None) -> VLLMPolicy:
         """A policy for one episode (default settings: the engine's)."""
@@ -191,8 +200,9 @@ class VLLMEngine:
         """The vLLM sampling parameters for one request of ``s``: the sampled tokens' log-probabilities, and
         the turn ended by the end-of-turn token whatever the model's generation config says."""
         make = self._sampling_params or _vllm().SamplingParams
+        extra = {"top_k": s.top_k} if s.top_k else {}
         return make(temperature=s.temperature, top_p=s.top_p, max_tokens=s.max_tokens, stop=list(s.stop) or None,
-                    seed=s.seed, logprobs=0, stop_token_ids=[self.chat.end_id], skip_special_tokens=False)
+                    seed=s.seed, logprobs=0, stop_token_ids=[self.chat.end_id], skip_special_tokens=False, **extra)
 
     async def generate(self, ids: list[int], sampling: SamplingSettings) -> Generation:
         """Generate one turn after the prompt ``ids``; waits while weights are being loaded.
@@ -211,6 +221,9 @@ class VLLMEngine:
             async for out in self.llm.generate({"prompt_token_ids": list(ids)}, params, f"cowork-{uuid.uuid4().hex}"):
                 final = out
         except Exception as exc:  # engine dead, prompt longer than max_model_len, ...
+            if is_context_overflow(str(exc)):
+                raise ContextLengthExceeded(f"vLLM ({self.name}): the prompt of {len(ids)} tokens no longer fits "
+                                            f"the model's context: {exc}") from exc
             raise PolicyError(f"vLLM generation with {self.name} failed: {type(exc).__name__}: {exc}") from exc
         finally:
             async with gate:
@@ -261,10 +274,14 @@ class VLLMEngine:
         try:
             async with gate:
                 await gate.wait_for(lambda: self._active == 0)
-            folder = tempfile.mkdtemp(prefix="cowork-weights-", dir=_transfer_dir())
+            parts = chunks(items, chunk_bytes)
+            # /dev/shm when it has room for a chunk, else a folder on disk (with a warning that
+            # says what to set): Docker's default 64 MiB would fail the write part-way.
+            folder = tempfile.mkdtemp(prefix="cowork-weights-",
+                                      dir=transfer_folder(max(map(cowork_chunk_bytes, parts))))
             done = 0
             try:
-                for n, chunk in enumerate(_chunks(items, chunk_bytes)):
+                for n, chunk in enumerate(parts):
                     await self._load_file(chunk, os.path.join(folder, f"chunk-{n}.safetensors"))
                     done += 1
             except BaseException:
@@ -297,7 +314,7 @@ class VLLMEngine:
         raise PolicyError(f"vLLM ({self.name}) refused to reset its prefix cache after a weight load")
 
     async def _load_file(self, chunk: list[tuple[str, Any]], path: str) -> None:
-        await asyncio.to_thread(_save, chunk, path)
+        await asyncio.to_thread(save_chunk, chunk, path)
         try:
             loaded = await self.llm.collective_rpc(LOAD_METHOD, args=(path,))
         except Exception as exc:
@@ -325,7 +342,8 @@ class VLLMPolicy:
 
     def reset(self) -> None:
         """Forget the episode (it is retried on a fresh sandbox)."""
-        self.tokens = TokenTrajectory(model=self.engine.name, policy_version=self.engine.version)
+        self.tokens = TokenTrajectory(model=self.engine.name, policy_version=self.engine.version,
+                                      logprobs_mode=self.engine.logprobs_mode)
         self._buffer = TokenBuffer(self.engine.chat, self.tokens)
 
     def token_trajectory(self) -> TokenTrajectory:
@@ -339,9 +357,14 @@ class VLLMPolicy:
             PolicyError: the chat template or the engine failed, or the tokens do not fit the trajectory.
         """
         buf = self._buffer
-        ids = await asyncio.to_thread(buf.prompt, messages, tools)
-        gen = await self.engine.generate(ids, turn_sampling(self.sampling, buf.turn))
-        return await asyncio.to_thread(buf.add_turn, messages, gen, f"vLLM ({self.engine.name})")
+        async with self.engine.gate.turn():  # waits here while the engine is paused
+            ids = await asyncio.to_thread(buf.prompt, messages, tools)
+            try:
+                gen = await self.engine.generate(ids, turn_sampling(self.sampling, buf.turn))
+            except ContextLengthExceeded:
+                buf.take_back()
+                raise
+            return await asyncio.to_thread(buf.add_turn, messages, gen, f"vLLM ({self.engine.name})")
 
 
-__all__ = ["LOAD_METHOD", "WORKER_EXTENSION", "VLLMEngine", "VLLMPolicy", "WeightLoaderExtension"]
+__all__ = ["LOAD_METHOD", "PROBE_METHOD", "WORKER_EXTENSION", "VLLMEngine", "VLLMPolicy", "WeightLoaderExtension"]

@@ -23,9 +23,13 @@ Two modes:
     token of the trajectory thus keeps a log-probability computed on exactly the tokens
     before it; what drift costs is training signal, never correctness.
 
-Both need vLLM >= 0.10.2 (``return_token_ids``). Log-probabilities are vLLM's defaults: the
-model's own distribution before temperature and top-p (``logprobs_mode=raw_logprobs``), the
-same quantity as the hf backend's.
+Both need vLLM >= 0.10.2 (``return_token_ids``). vLLM computes one kind of log-probability
+per server, chosen at launch (``--logprobs-mode``; not per request): start it with
+``--logprobs-mode processed_logprobs`` so they are those of the distribution sampled
+(temperature, top-k, top-p applied), as the hf backend's and TRL's importance-sampling
+correction need. Each trajectory records the mode in use (``TokenTrajectory.logprobs_mode``):
+the client's ``logprobs_mode`` argument, else what the server's ``/server_info`` says (vLLM
+serves it with ``VLLM_SERVER_DEV_MODE=1``), else vLLM's default ``raw_logprobs`` with a warning.
 """
 
 from __future__ import annotations
@@ -34,16 +38,20 @@ import asyncio
 import logging
 import math
 import os
+import re
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from ..errors import PolicyError
+from ..errors import ContextLengthExceeded, PolicyError
 from ..llm import post_json
 from .base import AssistantTurn, ToolCall, parse_arguments
 from .chat_tokens import ChatTokens
-from .tokens import FinishReason, SamplingSettings, TokenTrajectory
+from .gate import TurnGate
+from .tokens import FinishReason, LogprobsMode, SamplingSettings, TokenTrajectory
 from .toolparse import OPEN, parse_tool_calls
+from .vllm_weights import ServerWeights, WeightSender
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +128,11 @@ class TokenBuffer:
             raise PolicyError(f"the chat template of {t.model or 'the model'} failed: {exc}") from exc
         return list(t.ids)
 
+    def take_back(self) -> None:
+        """Take back the environment tokens :meth:`prompt` appended last: the prompt no longer
+        fit the model's context, and nothing was generated from it."""
+        self.tokens.cut(self._start)
+
     def add_turn(self, messages: list[dict[str, Any]], gen: Generation, where: str) -> AssistantTurn:
         """Append one turn's generated tokens and read its text.
 
@@ -137,7 +150,8 @@ class TokenBuffer:
         reason = finish_reason(gen.finish_reason, bool(calls), where)
         try:
             self.tokens.append_generated(gen.ids, gen.logprobs, turn=turn, prompt_start=self._start,
-                                         finish_reason=reason)
+                                         finish_reason=reason, stop_reason=gen.stop_reason,
+                                         policy_version=gen.extra.get("policy_version"))
         except ValueError as exc:
             raise PolicyError(f"{where} returned unusable tokens: {exc}") from exc
         self._seen = len(messages) + 1  # run_episode appends this turn's assistant message
@@ -162,6 +176,9 @@ def _load_tokenizer(path: str) -> Any:
 class VLLMServerClient:
     """One vLLM server and model; makes a stateful :class:`VLLMServerPolicy` per episode.
 
+    Every request of its policies goes through one kept-alive HTTP client (:meth:`http`);
+    ``await client.aclose()`` or ``async with client:`` closes it.
+
     Args:
         base_url: The server's OpenAI root, e.g. ``http://127.0.0.1:8000/v1``.
         model: The served model name (``--served-model-name``, else the model path).
@@ -176,11 +193,14 @@ class VLLMServerClient:
         end_token: The token that ends an assistant turn (default: the tokenizer's eos).
         template_kwargs: Extra chat-template arguments (``enable_thinking``, ...); in chat
             mode sent as ``chat_template_kwargs``.
+        logprobs_mode: The server's ``--logprobs-mode`` (None: ask its ``/server_info``, else
+            assume vLLM's default ``raw_logprobs``); recorded in every trajectory.
     """
 
     def __init__(self, base_url: str, model: str, tokenizer: Any = None, *, sampling: SamplingSettings | None = None,
                  mode: Mode = "auto", api_key: str | None = None, timeout: float = 300.0, retries: int = 3,
-                 end_token: str | None = None, template_kwargs: dict | None = None):
+                 end_token: str | None = None, template_kwargs: dict | None = None,
+                 logprobs_mode: LogprobsMode | None = None):
         if mode not in ("auto", "tokens", "chat"):
             raise ValueError(f"unknown mode {mode!r}; choose auto, tokens or chat")
         self.base_url = base_url.rstrip("/")
@@ -196,6 +216,17 @@ class VLLMServerClient:
         self._chat: ChatTokens | None = None
         self._resolved = mode == "chat"
         self._lock = threading.Lock()
+        # One HTTP client per event loop (an httpx client belongs to the loop it first ran
+        # on; make_policy shares this object across asyncio.run calls): see http().
+        self._http: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self.logprobs_mode: LogprobsMode | None = logprobs_mode
+        #: The served weights' version: 0 as launched, raised by each weight update made through
+        #: this client (recorded on every turn and trajectory).
+        self.version = 0
+        self.gate = TurnGate()
+        """Holds this client's episodes at a turn boundary while the weights change."""
+        self.weights = ServerWeights(self.base_url, api_key=self.api_key, timeout=max(timeout, 600.0))
+        """The server's weight-update endpoints (see :mod:`cowork.agents.vllm_weights`)."""
 
     def policy(self, sampling: SamplingSettings | None = None) -> VLLMServerPolicy:
         """A policy for one episode (default settings: the client's)."""
@@ -237,6 +268,26 @@ class VLLMServerClient:
             self._resolved = True
             return self._chat
 
+    async def logprobs_kind(self) -> LogprobsMode:
+        """What the server's log-probabilities are (asked once; see the module's docstring).
+
+        Raises:
+            PolicyError: the server returns logits (``--logprobs-mode *_logits``), not log-probabilities.
+        """
+        if self.logprobs_mode is None:
+            said = await _server_logprobs_mode(self.http(), self.base_url, self.api_key, min(self.timeout, 10.0))
+            if said is None:
+                log.warning("%s does not say its --logprobs-mode (no /server_info: VLLM_SERVER_DEV_MODE unset?); "
+                            "recording vLLM's default raw_logprobs. Start it with --logprobs-mode "
+                            "processed_logprobs and pass logprobs_mode= for the sampled distribution's", self.base_url)
+                said = "raw_logprobs"
+            elif said not in ("processed_logprobs", "raw_logprobs"):
+                raise PolicyError(f"{self.base_url} runs with --logprobs-mode {said}: it returns logits, not "
+                                  "log-probabilities; restart it with --logprobs-mode processed_logprobs")
+            self.logprobs_mode = said  # type: ignore[assignment]  # one of the two, checked above
+        assert self.logprobs_mode is not None
+        return self.logprobs_mode
+
     async def post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """POST ``body`` to ``{base_url}{path}``; the decoded JSON answer.
 
@@ -244,7 +295,90 @@ class VLLMServerClient:
             PolicyError: on a client error, on invalid JSON, or once the retries are spent.
         """
         return await post_json(f"{self.base_url}{path}", body, api_key=self.api_key, timeout=self.timeout,
-                               retries=self.retries)
+                               retries=self.retries, client=self.http())
+
+    def http(self) -> Any:
+        """The ``httpx2.AsyncClient`` every request of this endpoint goes through (all its
+        policies, all their turns), made on first use in the running event loop.
+
+        A client per request cost a connection and an SSL context each (~29 ms a turn here;
+        issue 26: 22.6 % of a 200 ms-per-turn rollout's wall time, 7.9 % with one client).
+        Kept-alive connections are dropped after 4 s idle, before uvicorn's 5 s (vLLM's
+        server) would close them under a request; there is no cap on connections, since each
+        episode in flight has at most one request open.
+        """
+        import httpx2
+
+        loop = asyncio.get_running_loop()
+        http = self._http.get(loop)
+        if http is None or http.is_closed:
+            limits = httpx2.Limits(max_connections=None, max_keepalive_connections=None, keepalive_expiry=4.0)
+            http = self._http[loop] = httpx2.AsyncClient(timeout=self.timeout, limits=limits)
+        return http
+
+    async def aclose(self) -> None:
+        """Close this event loop's HTTP client (a later request opens a new one)."""
+        http = self._http.pop(asyncio.get_running_loop(), None)
+        if http is not None:
+            await http.aclose()
+
+    async def __aenter__(self) -> "VLLMServerClient":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.aclose()
+
+    async def update_weights(self, weights: Any = None, *, transfer: WeightSender | None = None,
+                             chunk_bytes: int = 1 << 30) -> int:
+        """Load new weights into the running server, episodes in flight paused at a turn boundary.
+
+        This client's episodes stop before their next turn; the server finishes the requests in
+        flight (``/pause?mode=wait``), loads the weights (``weights``: files through
+        ``/collective_rpc`` and cowork's worker extension; or ``transfer``: vLLM's own transfer
+        engine through ``/start_weight_update``, ``/update_weights``, ``/finish_weight_update``),
+        drops its prefix cache, records the new ``weight_version`` and resumes; then the
+        episodes go on, their later turns recorded with the new version (``TurnSpan.policy_version``).
+
+        Args:
+            weights: A state dict or ``(name, tensor)`` pairs (checkpoint names).
+            transfer: vLLM's trainer-side transfer engine (``send_weights()``), made with a
+                :class:`~cowork.agents.vllm_weights.WeightTransferControl` for this server.
+            chunk_bytes: Most bytes per weight file.
+
+        Returns:
+            The new version.
+
+        Raises:
+            ValueError: neither or both of ``weights`` and ``transfer``, or no tensors.
+            PolicyError: the server lacks the endpoints (start it with ``VLLM_SERVER_DEV_MODE=1``
+                and ``--worker-extension-cls cowork.agents.vllm_engine.WeightLoaderExtension``),
+                a load failed, or ``/dev/shm`` is too small (the message says what to set);
+                the version stays.
+        """
+        async with self.gate.hold():
+            await self.weights.update(weights, version=self.version + 1, transfer=transfer,
+                                      chunk_bytes_limit=chunk_bytes)
+            self.version += 1
+        return self.version
+
+
+async def _server_logprobs_mode(http: Any, base_url: str, api_key: str, timeout: float) -> str | None:
+    """The ``logprobs_mode`` a vLLM server reports at ``/server_info`` (None: it does not say),
+    asked through ``http`` (the client's ``httpx2.AsyncClient``)."""
+    import httpx2
+
+    root = base_url[:-3] if base_url.endswith("/v1") else base_url
+    try:
+        resp = await http.get(f"{root}/server_info", params={"config_format": "json"}, timeout=timeout,
+                              headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+        config = resp.json().get("vllm_config") if resp.status_code == 200 else None
+    except (httpx2.HTTPError, ValueError, AttributeError):
+        return None
+    if isinstance(config, dict):
+        mode = _field(config.get("model_config"), "logprobs_mode")
+        return mode if isinstance(mode, str) else None
+    found = re.search(r"logprobs_mode=\W*(?:LogprobsMode\.)?(\w+)", config) if isinstance(config, str) else None
+    return found.group(1).lower() if found else None
 
 
 def _choice(data: dict[str, Any], url: str) -> dict[str, Any]:
@@ -296,7 +430,8 @@ class VLLMServerPolicy:
 
     def reset(self) -> None:
         """Forget the episode (it is retried on a fresh sandbox)."""
-        self.tokens = TokenTrajectory(model=self.client.model)
+        self.tokens = TokenTrajectory(model=self.client.model, policy_version=self.client.version,
+                                      logprobs_mode=self.client.logprobs_mode)
         self._buffer: TokenBuffer | None = None
         self._turns = 0  # chat mode: drift may drop spans, so turns are counted here
 
@@ -312,16 +447,20 @@ class VLLMServerPolicy:
             PolicyError: the server failed after the client's retries, or its answer is unusable.
         """
         chat = await self.client.chat_tokens()
-        if chat is None:
-            return await self._act_chat(messages, tools)
-        if self._buffer is None:
-            self._buffer = TokenBuffer(chat, self.tokens)
-        return await self._act_tokens(self._buffer, messages, tools)
+        self.tokens.logprobs_mode = await self.client.logprobs_kind()
+        async with self.client.gate.turn():  # held here while the weights change (update_weights)
+            if chat is None:
+                return await self._act_chat(messages, tools)
+            if self._buffer is None:
+                self._buffer = TokenBuffer(chat, self.tokens)
+            return await self._act_tokens(self._buffer, messages, tools)
 
     def _body(self, turn: int) -> dict[str, Any]:
         s = turn_sampling(self.sampling, turn)
         body: dict[str, Any] = {"model": self.client.model, "max_tokens": s.max_tokens, "temperature": s.temperature,
                                 "top_p": s.top_p, "return_token_ids": True}
+        if s.top_k:
+            body["top_k"] = s.top_k
         if s.stop:
             body["stop"] = list(s.stop)
         if s.seed is not None:
@@ -336,10 +475,16 @@ class VLLMServerPolicy:
         body = {**self._body(buf.turn), "prompt": ids, "logprobs": 0, "skip_special_tokens": False,
                 "stop_token_ids": [buf.chat.end_id]}
         url = f"{self.client.base_url}/completions"
-        choice = _choice(await self.client.post("/completions", body), url)
+        version = self.client.version
+        try:
+            choice = _choice(await self.client.post("/completions", body), url)
+        except ContextLengthExceeded:
+            buf.take_back()
+            raise
         gen_ids = _ints(choice.get("token_ids"), "choices[0].token_ids", url)
         lps = _floats(_field(choice.get("logprobs"), "token_logprobs"), len(gen_ids), url)
-        gen = Generation(gen_ids, lps, choice.get("finish_reason"), choice.get("stop_reason"))
+        gen = Generation(gen_ids, lps, choice.get("finish_reason"), choice.get("stop_reason"),
+                         extra={"policy_version": version})
         return await asyncio.to_thread(buf.add_turn, messages, gen, url)
 
     async def _act_chat(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> AssistantTurn:
@@ -352,6 +497,7 @@ class VLLMServerPolicy:
         if self.client.template_kwargs:
             body["chat_template_kwargs"] = self.client.template_kwargs
         url = f"{self.client.base_url}/chat/completions"
+        version = self.client.version
         data = await self.client.post("/chat/completions", body)
         choice = _choice(data, url)
         prompt = _ints(data.get("prompt_token_ids"), "prompt_token_ids", url)
@@ -367,7 +513,8 @@ class VLLMServerPolicy:
 
         start, drift = self._extend(prompt, turn)
         try:
-            t.append_generated(gen_ids, lps, turn=turn, prompt_start=start, finish_reason=reason)
+            t.append_generated(gen_ids, lps, turn=turn, prompt_start=start, finish_reason=reason,
+                               stop_reason=choice.get("stop_reason"), policy_version=version)
         except ValueError as exc:
             raise PolicyError(f"{url} returned unusable tokens: {exc}") from exc
         return AssistantTurn(content=content, tool_calls=calls,

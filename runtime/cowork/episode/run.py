@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..agents.base import AssistantTurn, Policy, ToolCall, mcp_tool_to_openai
-from ..errors import CoworkError, PolicyError, SandboxError
+from ..agents.tokens import SamplingSettings
+from ..errors import ContextLengthExceeded, CoworkError, PolicyError, SandboxError
 from ..evidence import Evidence
 from ..grading import Grade, grade
 from ..grading.checks import STATE_CHECK_TYPES, WORKSPACE_CHECK_TYPES
@@ -131,10 +132,20 @@ class _Episode:
         traj = self.traj
         while True:
             if traj.turns >= self.max_turns:
-                traj.status = "max_turns"
+                traj.status, traj.stop_reason = "max_turns", "max_turns"
                 return False
             traj.turns += 1
-            turn = await self.policy.act(traj.messages, self.tools)
+            try:
+                turn = await self.policy.act(traj.messages, self.tools)
+            except ContextLengthExceeded as exc:
+                traj.turns -= 1  # the turn never happened
+                if not traj.turns:  # the task's first prompt does not fit: a setup error, nothing of the agent
+                    raise PolicyError(f"the first prompt does not fit the model's context (is max_tokens past the "
+                                      f"model's length, or the model's context too small for the task?): {exc}") \
+                        from exc
+                # Over-long episodes are the agent's outcome: graded and rewarded, never dropped.
+                traj.status, traj.stop_reason, traj.error = "truncated", "context_length", str(exc)
+                return False
             self._record_reply(turn)
             if not turn.tool_calls:
                 return self._replied(turn)
@@ -155,7 +166,7 @@ class _Episode:
         if progress is not None:
             progress.append(progress[-1])  # no call, no change
         if turn.extra.get("finish_reason") == "length":
-            self.traj.status = "truncated"
+            self.traj.status, self.traj.stop_reason = "truncated", "length"
             return False
         return True
 
@@ -186,16 +197,24 @@ class _Episode:
         return message
 
     def _finish(self) -> None:
-        """Keep the policy's token trajectory, when it has one, and the episode's duration."""
+        """Keep the policy's token trajectory, when it has one (with the sampling settings the
+        episode ran with), and the episode's duration."""
         tokens = getattr(self.policy, "token_trajectory", None)
         if callable(tokens):
             self.traj.tokens = tokens()
+            sampling = getattr(self.policy, "sampling", None)
+            if self.traj.tokens is not None and self.traj.tokens.sampling is None \
+                    and isinstance(sampling, SamplingSettings):
+                self.traj.tokens.sampling = sampling
         self.traj.duration_s = round(time.monotonic() - self.t0, 3)
 
 
 async def _outside_checks(loaded: LoadedSpec, ev: Evidence, image: str, judge: Any) -> None:
     """Run hidden verifiers and the LLM judge; record their results in the evidence."""
-    kinds = {c.type for c in (*loaded.spec.checks, *loaded.spec.safety)}
+    from ..spec.checks import walk
+
+    # Judges may sit inside combinators and tiers; verifiers only at the top (the spec says so).
+    kinds = {c.type for top in (*loaded.spec.checks, *loaded.spec.safety) for c in walk(top)}
     if "verifier" in kinds:
         from ..engine.client import in_thread
         from ..engine.verifiers import run_verifiers

@@ -42,10 +42,17 @@ class Trajectory(BaseModel):
     agent: str
     status: Literal["completed", "truncated", "max_turns", "timeout", "policy_error", "agent_broke_sandbox",
                     "infra_error"]
-    """How it ended: the agent finished, its last turn was cut by the token limit without a
-    tool call (``truncated``), it ran out of turns or time, the policy failed, the agent broke
-    its own sandbox (server killed, memory filled, a tool hung for good), or the
-    infrastructure failed (Docker, the host)."""
+    """How it ended: the agent finished, it was cut short by a length limit (``truncated``:
+    its last turn hit the token limit without a tool call, or the conversation outgrew the
+    model's context; see ``stop_reason``), it ran out of turns or time, the policy failed,
+    the agent broke its own sandbox (server killed, memory filled, a tool hung for good), or
+    the infrastructure failed (Docker, the host). ``truncated`` and ``max_turns`` episodes
+    are graded on their evidence and rewarded like any other: dropping them would hide
+    looping or over-long behaviour from the gradient."""
+    stop_reason: Literal["length", "context_length", "max_turns"] | None = None
+    """What cut the episode short: ``length`` (the last turn reached ``max_tokens``),
+    ``context_length`` (the next prompt no longer fit the model's context), ``max_turns``;
+    None when nothing did."""
     messages: list[dict[str, Any]] = []
     """The conversation in OpenAI chat format (system, user, assistant, tool)."""
     tools: list[dict[str, Any]] = []

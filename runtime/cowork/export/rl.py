@@ -21,6 +21,13 @@ def rl_examples(records: Iterable[EpisodeRecord], reward: str = "score") -> tupl
     ``turn`` also ``turn_rewards`` and ``response_rewards`` (each turn's credit on its last
     generated token, 0 elsewhere).
 
+    Each record also says how the episode ended (``status``, ``stop_reason``) and what
+    generated it: ``model``, ``policy_version`` (the oldest weights version of any of its
+    turns), ``logprobs_mode``, ``response_raw_logprobs`` (where recorded), the sampling
+    settings (``temperature``, ``top_p``, ``top_k``, ``sampling_seed``) and per generated turn
+    its span in the response (``turn_spans``), ``turn_policy_versions``, ``turn_models``,
+    ``turn_finish_reasons`` and ``turn_stop_reasons`` (docs/exports.md).
+
     No pass filter: every episode with a reward and tokens is kept (agent_broke_sandbox and
     evidence_invalid at the reward :func:`cowork.rollouts.rewards.reward_for` gives them); infra
     errors and episodes without usable tokens are counted and left out.
@@ -55,11 +62,44 @@ def _rl_record(rec: EpisodeRecord, value: Any, *, turn: bool) -> dict[str, Any]:
     item: dict[str, Any] = {"uid": rec.uid, "group_id": rec.group_id, "task": rec.task, "sample": rec.sample,
                             "reward": float(sum(value)) if turn else float(value), **tokens.rl_view(),
                             "score": float(g.score), "passed": bool(g.passed), "status": rec.trajectory.status,
-                            "grade_status": g.status}
+                            "grade_status": g.status, **_provenance(rec)}
     if turn:
         item["turn_rewards"] = [float(c) for c in value]
         item["response_rewards"] = _per_token(tokens, value)
     return item
+
+
+def stop_reason(rec: EpisodeRecord) -> str:
+    """Why the episode ended, one word: ``stop`` (the agent finished), ``length``,
+    ``context_length`` or ``max_turns`` (cut short by a limit: graded and rewarded all the
+    same), else the trajectory's status (``timeout``, ``agent_broke_sandbox``)."""
+    t = rec.trajectory
+    if t.stop_reason:
+        return t.stop_reason
+    if t.status == "truncated":  # trajectories written before stop_reason was recorded
+        return "length"
+    return "stop" if t.status == "completed" else t.status
+
+
+def _provenance(rec: EpisodeRecord) -> dict[str, Any]:
+    """How the episode ended and what generated its tokens, per episode and per generated turn."""
+    tokens = rec.trajectory.tokens
+    assert tokens is not None  # episodes without tokens were left out
+    p, s = tokens.prompt_len, tokens.sampling
+    versions = [t.policy_version for t in tokens.turns]
+    known = [v for v in versions if v is not None]
+    raw = tokens.raw_logprobs
+    return {"stop_reason": stop_reason(rec), "model": tokens.model,
+            "policy_version": min(known) if known else tokens.policy_version,
+            "logprobs_mode": tokens.logprobs_mode,
+            "response_raw_logprobs": None if raw is None else [0.0 if lp is None else lp for lp in raw[p:]],
+            "temperature": None if s is None else s.temperature, "top_p": None if s is None else s.top_p,
+            "top_k": None if s is None else s.top_k, "sampling_seed": None if s is None else s.seed,
+            "turn_spans": [[t.gen_start - p, t.gen_end - p] for t in tokens.turns],
+            "turn_policy_versions": versions,
+            "turn_models": [t.model or tokens.model for t in tokens.turns],
+            "turn_finish_reasons": [t.finish_reason for t in tokens.turns],
+            "turn_stop_reasons": [None if t.stop_reason is None else str(t.stop_reason) for t in tokens.turns]}
 
 
 def _rl_reason(rec: EpisodeRecord, reward: str) -> tuple[str | None, str | None]:
@@ -124,10 +164,16 @@ def write_rl_parquet(rows: list[dict[str, Any]], path: Path, *, turn: bool) -> N
     cols = [("uid", pa.string()), ("group_id", pa.string()), ("task", pa.string()), ("sample", pa.int64()),
             ("reward", pa.float64()), ("prompt_ids", ids), ("response_ids", ids),
             ("response_mask", pa.list_(pa.int8())), ("response_logprobs", floats), ("score", pa.float64()),
-            ("passed", pa.bool_()), ("status", pa.string()), ("grade_status", pa.string())]
+            ("passed", pa.bool_()), ("status", pa.string()), ("grade_status", pa.string()),
+            ("stop_reason", pa.string()), ("model", pa.string()), ("policy_version", pa.int64()),
+            ("logprobs_mode", pa.string()), ("response_raw_logprobs", floats), ("temperature", pa.float64()),
+            ("top_p", pa.float64()), ("top_k", pa.int64()), ("sampling_seed", pa.int64()),
+            ("turn_spans", pa.list_(pa.list_(pa.int64()))), ("turn_policy_versions", pa.list_(pa.int64())),
+            ("turn_models", pa.list_(pa.string())), ("turn_finish_reasons", pa.list_(pa.string())),
+            ("turn_stop_reasons", pa.list_(pa.string()))]
     if turn:
         cols += [("turn_rewards", floats), ("response_rewards", floats)]
     pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(cols)), path)
 
 
-__all__ = ["rl_examples", "write_rl_parquet"]
+__all__ = ["rl_examples", "stop_reason", "write_rl_parquet"]

@@ -289,7 +289,10 @@ def write_trl_parquet(rows: list[dict[str, Any]], path: Path) -> None:
         raise CoworkError(f"trl-sft as Parquet needs datasets >= 4.7 (its Json feature type), found "
                           f"{datasets.__version__}; pip install -U datasets, or write .jsonl")
     features = datasets.Features({"messages": datasets.List(datasets.Json()), "tools": datasets.List(datasets.Json())})
-    datasets.Dataset.from_list(rows, features=features).to_parquet(str(path))
+    # An empty list carries no columns, and datasets then refuses the features ("Keys
+    # mismatch"): build the columns explicitly, so an empty export is an empty table.
+    columns = {name: [row[name] for row in rows] for name in features}
+    datasets.Dataset.from_dict(columns, features=features).to_parquet(str(path))
 
 
 __all__ = ["openai_sft_line", "sft_examples", "trl_sft_row", "validate_openai_sft_line", "write_trl_parquet"]

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ..agents.tokens import seed_sample
 from ..errors import ClusterUnavailable, CoworkError, PolicyError, require_extra
 from ..rollouts.runner import RolloutRunner, RolloutSample, reward_for
 from ..spec.loader import LoadedSpec, load_spec
@@ -234,6 +235,8 @@ class _NodeWorker:
         if self.pool is None:
             self.pool = SandboxPool(max_per_task=self.slots, max_total=self.slots, backend=self.backend)
         p = _DriverPolicy(policy, key, agent) if served else policy(loaded.spec)
+        if not served:  # the driver seeds what it serves; a factory here makes a fresh, unseeded one
+            seed_sample(p, loaded.spec.id, int(key.rsplit("/", 2)[1]))
         self.running += 1
         t0 = time.monotonic()
         try:

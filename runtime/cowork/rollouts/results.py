@@ -46,6 +46,9 @@ class RolloutSample:
     """Read back from the output folder of an earlier, interrupted run."""
     node: str | None = None
     """The Ray node that ran it (``cowork.integrations.ray``); None for a local episode."""
+    policy_version: int | None = None
+    """The trainer's policy version when the episode started (a streaming rollout's
+    ``version``; each turn's own is ``TurnSpan.policy_version``); None where none is counted."""
 
     @property
     def status(self) -> str:
@@ -64,6 +67,7 @@ class RolloutSample:
                 "evidence": str(self.bundle) if self.bundle is not None and g.status != "infra_error" else None,
                 "trajectory": str(self.bundle / "trajectory.json") if self.bundle is not None else None,
                 **({"node": self.node} if self.node is not None else {}),
+                **({"policy_version": self.policy_version} if self.policy_version is not None else {}),
                 **({"surrogates_replaced": True} if t.surrogates_replaced else {})}
 
 

@@ -26,8 +26,10 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from ..agents.base import Policy
+from ..agents.tokens import seed_sample
 from ..episode import run as episode
 from ..errors import CoworkError, SpecError
+from ..sandbox.pool import spares_for
 from ..spec.loader import LoadedSpec, load_specs
 from ..spec.models import TaskSpec
 from ..synth.dataset import resolve_tasks
@@ -37,6 +39,7 @@ from .progress_line import ProgressLine
 from .results import RESULTS_FILE, RolloutGroup, RolloutResult, RolloutSample, append_jsonl, read_results
 from .rewards import REWARDS, Reward, reward_for
 from .schedule import Schedule
+from .stream import RolloutStream, VersionFn
 
 PolicyOrFactory = Policy | Callable[[TaskSpec], Policy]
 TaskInput = LoadedSpec | str | os.PathLike
@@ -79,7 +82,9 @@ class RolloutRunner:
         concurrency: Most episodes in flight at once.
         pool: A :class:`~cowork.sandbox.pool.SandboxPool` to use (and leave open); by default the
             runner makes one of ``pool_size`` sandboxes and closes it in :meth:`close`.
-        pool_size: Most sandboxes of the runner's own pool (default: ``concurrency``).
+        pool_size: Most sandboxes of the runner's own pool (default: ``concurrency`` plus
+            :func:`~cowork.sandbox.pool.spares_for` it); those beyond ``concurrency`` are spares,
+            kept warm so that an episode never waits for the reset of the one before it.
         out_dir: Default output folder of :meth:`rollout` (None: keep results in memory only).
         reward: ``"score"``, ``"pass"``, ``"safety_gated"`` or a function of the Grade
             (see :func:`reward_for`).
@@ -106,7 +111,7 @@ class RolloutRunner:
         if not callable(reward) and reward not in REWARDS:
             raise ValueError(f"unknown reward {reward!r}; choose one of {', '.join(REWARDS)} or pass a function of the Grade")
         self.concurrency = concurrency
-        self.pool_size = pool_size or concurrency
+        self.pool_size = pool_size or concurrency + spares_for(concurrency)
         self.out_dir = Path(out_dir) if out_dir is not None else None
         self.reward = reward
         self.infra_retries = infra_retries
@@ -135,7 +140,9 @@ class RolloutRunner:
                 :func:`cowork.synth.dataset.resolve_tasks`); one, or several in order.
             policy: A stateless Policy shared by every episode, or a factory
                 ``spec -> Policy`` called once per episode (scripted policies keep their
-                place in the script, so they need a factory).
+                place in the script, so they need a factory). A factory's policy whose
+                ``sampling`` carries a seed samples with
+                :func:`cowork.agents.tokens.sample_seed` (seed, task, sample).
             group_size: Samples per task (G).
             seed: Base fault seed: sample s gets ``seed + s`` (None: each spec's own).
             out_dir: Output folder (default: the runner's). An interrupted run resumes
@@ -172,6 +179,39 @@ class RolloutRunner:
                 finally:
                     call.folder.close()
         return self._result(call)
+
+    def stream(self, tasks: TaskInput | Iterable[TaskInput], policy: PolicyOrFactory, *, group_size: int,
+               max_staleness: int | None = None, version: VersionFn | None = None, seed: int | None = None,
+               max_groups_ahead: int | None = None, on_episode: OnEpisode | None = None) -> RolloutStream:
+        """Run every task ``group_size`` times, handing each group over as soon as it is graded
+        while later groups run (see :mod:`cowork.rollouts.stream`). Results stay in memory.
+
+        ``async with runner.stream(tasks, policy, group_size=G, max_staleness=1,
+        version=lambda: engine.version) as groups: async for group in groups: ...``
+
+        Args:
+            tasks: As for :meth:`rollout`.
+            policy: As for :meth:`rollout`.
+            group_size: Samples per task (G).
+            max_staleness: Most versions a handed-over sample may lag: one that started at
+                version v is run again once ``version()`` is past v + max_staleness (None: no
+                bound; 0: on-policy).
+            version: The trainer's current policy version (e.g. ``lambda: engine.version``),
+                recorded on each sample as it starts (``RolloutSample.policy_version``).
+            seed: Base fault seed, as for :meth:`rollout`.
+            max_groups_ahead: Most groups started and not yet handed over (default: enough to
+                keep every worker busy, plus one).
+            on_episode: Called with each sample as it finishes (may be a coroutine function).
+
+        Raises:
+            SpecError: a task does not load, or two tasks share an id.
+            ValueError: ``group_size`` or ``max_groups_ahead`` below 1, ``max_staleness``
+                below 0 or without ``version``; a stateful policy instance instead of a factory.
+            TypeError: ``policy`` is neither a Policy nor callable.
+        """
+        return RolloutStream(self, _load_tasks(tasks), _policy_factory(policy), group_size=group_size, seed=seed,
+                             max_staleness=max_staleness, version=version, max_groups_ahead=max_groups_ahead,
+                             on_episode=on_episode)
 
     def _plan(self, tasks: TaskInput | Iterable[TaskInput], policy: PolicyOrFactory, group_size: int,
               seed: int | None, out_dir: str | os.PathLike | None, agent: str | None,
@@ -225,6 +265,8 @@ class RolloutRunner:
             while (job := schedule.next(current)) is not None:
                 current, s = job
                 policy = policies.pop(job, None) or call.make(call.specs[current].spec)
+                # A seeded SamplingSettings: each sample its own seed from (seed, task, sample).
+                seed_sample(policy, call.specs[current].spec.id, s)
                 progress.add(await self._one(call, current, s, policy, pool))
 
         t0 = time.monotonic()
@@ -295,7 +337,8 @@ class RolloutRunner:
         if self._pool is None:
             from ..sandbox.pool import SandboxPool
 
-            self._pool = SandboxPool(max_per_task=self.pool_size, max_total=self.pool_size, backend=self.backend)
+            self._pool = SandboxPool(max_per_task=self.pool_size, max_total=self.pool_size, backend=self.backend,
+                                     spares=max(0, self.pool_size - self.concurrency))
         return self._pool
 
     def _check_loop(self) -> None:
@@ -380,4 +423,4 @@ def _reward_name(reward: Reward) -> str:
 
 # Names kept importable from here (view, the CLI, the Ray runner and tests import them).
 __all__ = ["REWARDS", "RESULTS_FILE", "RUN_FILE", "SUMMARY_FILE", "RolloutGroup", "RolloutResult", "RolloutRunner",
-           "RolloutSample", "RunFolder", "append_jsonl", "read_results", "reward_for", "rollout", "save_bundle"]
+           "RolloutSample", "RolloutStream", "RunFolder", "append_jsonl", "read_results", "reward_for", "rollout", "save_bundle"]
