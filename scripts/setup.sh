@@ -64,7 +64,16 @@ echo "== installing cowork-runtime (editable, with the test, hf and trl extras)"
 # fetch a multi-GB CUDA build. With it installed, the hf extra's range adds nothing more.
 "$PY" -c "import torch" 2>/dev/null || "$PY" -m pip install --quiet --disable-pip-version-check torch==2.13.0 2>&1 \
     | grep -v -e "Running pip as the 'root'" || true
-"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf,trl,ray,inspect]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
+"$PY" -m pip install --quiet --disable-pip-version-check -e '.[test,hf,trl,ray,inspect,skyrl,openenv,verl]' 2>&1 | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
+# OpenEnv without its own requirements: they pin fastmcp<4 (cowork runs on 4.x) and add gradio; the
+# openenv extra above holds what its server and clients need (see pyproject.toml).
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps 'openenv>=0.10' 2>&1 \
+    | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
+
+# verl without its own requirements: they pin transformers<5.11 and pull CUDA-era packages its
+# agent loop never imports; the verl extra above holds what `import verl.experimental.agent_loop` needs.
+"$PY" -m pip install --quiet --disable-pip-version-check --no-deps 'verl==0.9.1' 2>&1 \
+    | grep -v -e "is ignored" -e "Running pip as the 'root'" || true
 
 echo "== building images (base, sandbox) if missing"
 "$PY" -m cowork.cli images build
