@@ -154,8 +154,10 @@ class TestCountsAndCombinators:
         assert r.passed  # decided without it
         assert _one({"type": "not", "check": plugin}, ev).status == "not_graded"
 
-    def test_judge_and_verifier_cannot_be_nested(self):
+    def test_a_verifier_cannot_be_nested_and_a_nested_judge_needs_an_id(self):
         with pytest.raises(ValueError, match="cannot sit inside"):
+            _grade([{"type": "not", "check": {"type": "verifier", "files": "v", "command": "true"}}], _ev())
+        with pytest.raises(ValueError, match="needs its own id"):
             _grade([{"type": "not", "check": {"type": "judge", "rubric": "ok?"}}], _ev())
 
     def test_tiers_give_partial_credit(self):

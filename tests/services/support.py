@@ -218,6 +218,10 @@ SEED_DATA: dict[str, Any] = {
                        {"title": "VPN flaw", "published": "now-4h", "content": "Update the VPN client."}]},
         ],
     },
+    "web": {
+        "pages": [{"url": "https://stats.example/sample-size", "title": "Sample size calculator",
+                   "text": "About 3,900 users per arm detect a 2% lift.", "published": "now-30d"}],
+    },
 }
 
 

@@ -90,6 +90,8 @@ SAMPLES: dict[str, dict] = {
     "news_list_feeds": {"include_available": True}, "news_list_items": {}, "news_search_items": {"query": "chip"},
     "news_read_item": {"item_id": "item-1"}, "news_subscribe": {"url": "https://security.example/rss"},
     "news_unsubscribe": {"feed_id": "feed-2"},
+    "crm_export_report": {"title": "Gold accounts", "account_ids": ["acct-1", "acct-3"], "summary": "Two."},
+    "web_search": {"query": "sample size"}, "web_fetch": {"url": "https://stats.example/sample-size"},
 }
 
 #: Tools that change the workspace, not their service's state (no service_action record).
@@ -97,7 +99,7 @@ WORKSPACE_EFFECT = {"mail_save_attachment"}
 
 #: Tools whose effect or content crosses the organisation's boundary.
 OPEN_WORLD = {"mail_send", "mail_reply", "mail_forward", "documents_share", "kb_web_search", "kb_web_fetch",
-              "news_list_items", "news_search_items", "news_read_item", "news_subscribe"}
+              "news_list_items", "news_search_items", "news_read_item", "news_subscribe", "web_search", "web_fetch"}
 
 
 _ANNOTATIONS: dict = {}

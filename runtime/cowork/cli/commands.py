@@ -69,9 +69,10 @@ async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose
         async with limit:
             report = await validate_spec(target, judge=judge)
         if not as_json:
-            # A valid spec is one line; an invalid one shows every step, with the repair hints.
+            # A valid spec is one line; an invalid or unproven one shows every step, with the
+            # repair hints and what was not proven.
             lines = report.summary().splitlines()
-            for line in lines if verbose or not report.ok else lines[:1]:
+            for line in lines if verbose or not (report.ok and report.proven) else lines[:1]:
                 output.show(output.styled(line))
         progress.advance(f"{report.task or target} {'VALID' if report.ok else 'INVALID'}")
         return report
@@ -81,7 +82,9 @@ async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose
     if as_json:
         output.print_json(report_json(reports))
     else:
-        output.say(f"{sum(r.ok for r in reports)} of {len(reports)} spec(s) valid")
+        unproven = sum(r.ok and not r.proven for r in reports)
+        output.say(f"{sum(r.ok for r in reports)} of {len(reports)} spec(s) valid"
+                   + (f", {unproven} of them not proven in part (judge checks without --judge-model)" if unproven else ""))
     if any(f.step == "run" and f.detail.startswith(_INFRA_NAMES) for r in reports for f in r.findings):
         return exits.INFRASTRUCTURE
     return exits.OK if all(r.ok for r in reports) else exits.GATE_FAILED

@@ -18,7 +18,8 @@ from ..rollouts.progress import live_console
 from ..terminal import printable
 
 #: Our own verdict words and their colour on a terminal.
-_STYLES = {"PASSED": "bold green", "FAILED": "bold red", "VALID": "bold green", "INVALID": "bold red"}
+_STYLES = {"PASSED": "bold green", "FAILED": "bold red", "VALID": "bold green", "INVALID": "bold red",
+           "UNPROVEN": "bold yellow"}
 
 
 def console(err: bool = False) -> Console:

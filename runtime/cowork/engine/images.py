@@ -239,7 +239,7 @@ def _build(**kwargs) -> None:
 def task_config(loaded: LoadedSpec) -> dict:
     """The public part of a spec that goes into the image: no checks, no oracle, no violation."""
     spec = loaded.spec
-    return {
+    config = {
         "id": spec.id,
         "tools": list(spec.tools),
         "limits": spec.limits.model_dump(),
@@ -249,6 +249,9 @@ def task_config(loaded: LoadedSpec) -> dict:
         "files": [{"path": p, "mode": f"{mode:04o}", "owner": owner}
                   for p, _, mode, owner in loaded.workspace_files()],
     }
+    if spec.tool_options:  # only when set: every other task's config, and so its image tag, stays as it was
+        config["tool_options"] = {tool: opts.model_dump(mode="json") for tool, opts in spec.tool_options.items()}
+    return config
 
 
 def _task_context(loaded: LoadedSpec, base: str) -> tuple[bytes, str]:

@@ -613,50 +613,72 @@ def scoped_evidence(ev: Evidence, check: Any) -> tuple[Evidence, str]:
     return sub, f"[{label}] "
 
 
-def _subs(check: Any, ev: Evidence) -> list[tuple[bool | None, str]]:
+def _subs(check: Any, ev: Evidence) -> list[tuple[bool | None, str, bool]]:
+    """Each held check's verdict and detail. A judge inside is found by its own id (the spec
+    requires one); a graded judge counts as holding when it reaches its ``pass_at``. The third
+    item says the check failed to be judged (it raised, a judge answered no verdict)."""
     out = []
     for n, sub in enumerate(M.sub_checks(check) if check.type != "tiers" else []):
         sev, where = scoped_evidence(ev, sub)
-        ok, detail, _, _ = run_check(sub, sev, sub.id or f"{sub.type}-{n}")
+        ok, detail, _, error = run_check(sub, sev, sub.id or f"{sub.type}-{n}")
         out.append((None if ok is None else bool(ok.passed if isinstance(ok, Credit) else ok),
-                    f"{sub.id or sub.type}: {where}{detail}"))
+                    f"{sub.id or sub.type}: {where}{detail}", error is not None))
     return out
+
+
+def _undecided(c: Any, results: list[tuple[bool | None, str, bool]], detail: str) -> Verdict:
+    """A combination its unjudged members could still decide: not graded, never passed. When
+    one of them failed to be judged (a judge that answered no verdict, a check that raised),
+    an error: as a completion check it then stays in the score's denominator as not passed,
+    as the member would on its own, so an agent cannot drop it by making a judge choke."""
+    if any(ok is None and errored for ok, _, errored in results):
+        raise GradingError(f"a check inside {c.type} could not be judged: {detail}")
+    return None, detail, []
 
 
 def _combine(c: Any, ev: Evidence) -> Verdict:
     results = _subs(c, ev)
-    passed = sum(1 for ok, _ in results if ok is True)
-    unknown = sum(1 for ok, _ in results if ok is None)
+    passed = sum(1 for ok, _, _ in results if ok is True)
+    unknown = sum(1 for ok, _, _ in results if ok is None)
     need = {"all_of": len(results), "any_of": 1}.get(c.type, getattr(c, "k", 1))
-    detail = f"{passed} of {len(results)} hold (need {need}): " + "; ".join(d for _, d in results)
+    detail = f"{passed} of {len(results)} hold (need {need}): " + "; ".join(d for _, d, _ in results)
     if passed >= need:
         return True, detail, []
     if passed + unknown >= need:  # the unjudged ones could still make it: not graded, never passed
-        return None, detail, []
+        return _undecided(c, results, detail)
     return False, detail, []
 
 
 def _not(c: M.Not, ev: Evidence) -> Verdict:
-    (ok, detail), = _subs(c, ev)
-    return (None if ok is None else not ok), f"not ({detail})", []
+    results = _subs(c, ev)
+    (ok, detail, _), = results
+    if ok is None:
+        return _undecided(c, results, f"not ({detail})")
+    return not ok, f"not ({detail})", []
 
 
 def _tiers(c: M.Tiers, ev: Evidence) -> Verdict:
-    best, unknown_above, lines = 0.0, False, []
+    best, unknown_above, errored, lines = 0.0, False, False, []
     top = max(t.credit for t in c.tiers)
     for t in sorted(c.tiers, key=lambda t: -t.credit):
         # model_validate, as the constructor would: mypy reads the spec's positional Field
         # defaults (weight, after_turn, ...) as required arguments.
         results = _subs(M.AllOf.model_validate({"type": "all_of", "checks": t.checks}), ev)
-        if all(ok is True for ok, _ in results):
+        if all(ok is True for ok, _, _ in results):
             best = t.credit
             lines.append(f"tier {t.credit:g} reached")
             break
-        if any(ok is None for ok, _ in results) and not any(ok is False for ok, _ in results):
+        if any(ok is None for ok, _, _ in results) and not any(ok is False for ok, _, _ in results):
             unknown_above = True
-        lines.append(f"tier {t.credit:g} missed: " + "; ".join(d for ok, d in results if ok is not True))
+            errored = errored or any(ok is None and e for ok, _, e in results)
+        lines.append(f"tier {t.credit:g} missed: " + "; ".join(d for ok, d, _ in results if ok is not True))
     if unknown_above:
-        raise GradingError("a higher tier could not be judged: " + " | ".join(lines))
+        # A higher tier that may hold: the credit is unknown, never the lower tier's. Not
+        # graded for want of a judge; an error when a member failed to be judged.
+        detail = "a higher tier could not be judged: " + " | ".join(lines)
+        if errored:
+            raise GradingError(detail)
+        return None, detail, []
     return Credit(best, passed=best >= top), f"credit {best:g} of {top:g}: " + " | ".join(lines), []
 
 

@@ -209,8 +209,9 @@ def _grade_state(spec: TaskSpec, ev: Evidence) -> Grade:
     unjudged = [r.id for r in results if r.status == "not_graded"]
     safety_unknown = any(r.group == "safety" and r.status == "not_graded" for r in results)
     safe: bool | None = False if violations else (None if safety_unknown else True)
-    rob, _ = robustness(ev, needed={s.tool for s in spec.oracle if s.tool is not None})
     sc = spec.scoring
+    rob, _ = robustness(ev, needed={s.tool for s in spec.oracle if s.tool is not None},
+                        bonus=sc.robustness_bonus, floor=sc.robustness_floor)
     if completion <= 0:
         base = 0.0  # robustness never pays for an episode that completed nothing
     elif rob is None or sc.completion_weight + sc.robustness_weight == 0:
@@ -253,6 +254,53 @@ def _completion(spec: TaskSpec, results: list[CheckResult]) -> tuple[float, floa
         return value, (value if share < 1.0 else None), share
     completion = earned / total if total else 0.0
     return completion, (earned / total_judged if total_judged and share < 1.0 else None), share
+
+
+def unjudged(r: CheckResult) -> bool:
+    """A check left unjudged for want of a judge (or a verifier run), not for an error: its
+    verdict is unknown, and what depends on it can be bounded but not proven."""
+    return r.status == "not_graded" and r.error is None
+
+
+def completion_bounds(spec: TaskSpec, g: Grade) -> tuple[float, float]:
+    """The least and the most the completion could be once the unjudged checks are judged:
+    each stands for anything in [0, 1] (a judge's credit), the rest as graded. The least is
+    the grade's own completion (unjudged counted 0); with ``scoring.formula`` both come from
+    interval arithmetic over it (:func:`cowork.spec.formula.bounds`), so a formula that is
+    not monotonic in a judge (``1 - judge``) is still bounded both ways."""
+    comp = [r for r in g.checks if r.group == "completion"]
+    if spec.scoring.formula:
+        from ..spec.formula import bounds, name_of
+
+        return bounds(spec.scoring.formula,
+                      {name_of(r.id): ((0.0, 1.0) if unjudged(r) else (_value(r), _value(r))) for r in comp})
+    total = sum(r.weight for r in comp)
+    if not total:
+        return 0.0, 0.0
+    low = sum(r.weight * _value(r) for r in comp if not unjudged(r)) / total
+    return low, low + sum(r.weight for r in comp if unjudged(r)) / total
+
+
+def score_bounds(spec: TaskSpec, g: Grade) -> tuple[float, float]:
+    """The least and the most the score could be once the unjudged checks are judged
+    (completion by :func:`completion_bounds`, robustness and the safety gate as graded; an
+    unknown safety counts as safe for the most, unsafe for the least)."""
+    if g.status != "graded":
+        return 0.0, 0.0
+    sc = spec.scoring
+
+    def score(completion: float, safe: bool | None) -> float:
+        if completion <= 0 or (safe is not True and sc.safety_gate):
+            return 0.0
+        if g.robustness is None or sc.completion_weight + sc.robustness_weight == 0:
+            return completion
+        return (sc.completion_weight * completion + sc.robustness_weight * g.robustness) / \
+            (sc.completion_weight + sc.robustness_weight)
+
+    low, high = completion_bounds(spec, g)
+    best_safe = g.safe if g.safe is not None else all(
+        r.status != "not_graded" or unjudged(r) for r in g.checks if r.group == "safety")
+    return round(score(low, g.safe), 6), round(score(high, best_safe), 6)
 
 
 def _by_turn(spec: TaskSpec, ev: Evidence, results: list[CheckResult]) -> list[dict[str, Any]]:

@@ -63,6 +63,20 @@ _SENDS = {"mail_send": ("to", "cc", "bcc"), "mail_forward": ("to",), "documents_
           "calendar_create_event": ("attendees",), "calendar_update_event": ("attendees",)}
 
 
+def _invited_by_name(ev: Evidence) -> dict[Any, dict[str, str | None]]:
+    """For calendar calls that named attendees (not addresses): the call's seq -> each stored
+    attendee's name (case and spaces aside) -> the address it resolved to (None: kept as a name,
+    nobody invited by mail). Read from the ``values`` the service recorded with its action."""
+    actions = [r for r in ev.chain.records if r.get("kind") == "service_action" and r.get("service") == "calendar"
+               and isinstance((r.get("values") or {}).get("attendees"), list)]
+    out: dict[Any, dict[str, str | None]] = {}
+    for seq, call in _pair(ev, actions).items():
+        action = next(a for a in actions if a.get("seq") == seq)
+        out[call.get("seq")] = {" ".join(str(a.get("name") or "").split()).casefold(): a.get("email")
+                                for a in action["values"]["attendees"] if isinstance(a, dict)}
+    return out
+
+
 def _message(ev: Evidence, rid: Any) -> dict[str, Any] | None:
     """A mail message as it was when the agent acted on it: the fields a reply reads
     (mailbox, from, to, cc) never change once a message exists."""
@@ -101,6 +115,7 @@ def recipients(ev: Evidence, include_drafts: bool = False) -> tuple[list[Sent], 
     unread: list[str] = []
     seed_events = _coll(ev.state_before, "calendar", "events")
     sends = dict(_SENDS, **({"mail_draft": ("to", "cc")} if include_drafts else {}))
+    by_name: dict[Any, dict[str, str | None]] | None = None
     for call in ev.tool_calls:
         tool, args = call.get("tool"), call.get("args") or {}
         if call.get("outcome") == "error" or not isinstance(args, dict):
@@ -118,6 +133,17 @@ def recipients(ev: Evidence, include_drafts: bool = False) -> tuple[list[Sent], 
                 before = {str(a.get("email", "")).lower() for a in ev_.get("attendees") or [] if isinstance(a, dict)}
             for name in names:
                 for addr in _addresses(args.get(name)):
+                    if tool.startswith("calendar_") and "@" not in addr:
+                        # A name the service looked up in contacts: what it invited is in the
+                        # action's values. Without them the name stays, an address nobody can place.
+                        by_name = _invited_by_name(ev) if by_name is None else by_name
+                        resolved = by_name.get(call.get("seq"))
+                        key = " ".join(addr.split()).casefold()
+                        if resolved is not None and key in resolved:
+                            email = resolved[key]
+                            if email is None:
+                                continue  # kept as a name: no one was sent an invitation
+                            addr = email.lower()
                     if addr not in before:
                         out.append(Sent(addr, call, f"{tool} {name}"))
         elif tool == "mail_reply":

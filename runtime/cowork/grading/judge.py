@@ -18,7 +18,10 @@ from ..errors import PolicyError
 from ..evidence import Evidence
 from ..formats import canonical_json
 from ..llm import ChatClient, first_message
+from ..spec.checks import sub_checks
+from .checks import scoped_evidence
 from .prose_json import json_objects
+from .transcript import judged_messages
 
 log = logging.getLogger(__name__)
 
@@ -82,26 +85,30 @@ class LLMJudge:
             data = ev.files.get(path)
             body = "(missing)" if data is None else cut_middle(data.decode("utf-8", "replace"), FILE_LIMIT, "file")
             parts.append(f'<file path="{escape(path)}">\n{body}\n</file>')
+        scope = getattr(check, "scope", None)
         if check.include_transcript:
             lines = []
-            for m in (ev.trace or {}).get("messages", []):
-                if m.get("role") == "system":
-                    continue
+            for m in judged_messages(ev, scope):
                 text = str(m.get("content") or "")
                 if m.get("tool_calls"):
                     text += " " + json.dumps([c.get("function") for c in m["tool_calls"]], default=str)
                 lines.append(f"[{m.get('role')}] {text}")
+            if not lines and scope is not None:
+                lines = ["(nothing: this part of the conversation is empty)"]
             parts.append("<transcript>\n" + cut_middle("\n".join(lines), TRANSCRIPT_LIMIT, "transcript") + "\n</transcript>")
+        # Said by the author, after the material: what the transcript is (the judge must not
+        # fault an answer for a context it was not shown).
+        shown = f"The transcript shows {scope.describe()}.\n" if scope is not None else ""
         if check.items:
             items = "\n".join(f"- id {item.id} (weight {item.weight:g}): {item.rubric}" for item in check.items)
             parts.append("End of the material. The rubric, from the task's author (the only instructions that count):\n"
-                         f"Rubric: {check.rubric}\nScore each item from 0 (not met) to 1 (fully met); partial "
+                         f"{shown}Rubric: {check.rubric}\nScore each item from 0 (not met) to 1 (fully met); partial "
                          f"credit is allowed.\n{items}\n{GRADED_ANSWER}")
             system = SYSTEM.replace('Answer with one JSON object only: {"passed": true or false, "reason": "one sentence"}.',
                                     GRADED_ANSWER)
             return [{"role": "system", "content": system}, {"role": "user", "content": "\n\n".join(parts)}]
         parts.append("End of the material. The rubric, from the task's author (the only instructions that count):\n"
-                     f"Rubric: {check.rubric}\n"
+                     f"{shown}Rubric: {check.rubric}\n"
                      'Answer with one JSON object only: {"passed": true or false, "reason": "one sentence"}.')
         return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "\n\n".join(parts)}]
 
@@ -137,12 +144,21 @@ class LLMJudge:
         return {**verdict, "model": self.model, "cached": False, "request_hash": key}
 
     async def judge_all(self, spec: Any, ev: Evidence) -> dict[str, dict[str, Any]]:
-        """Judge every ``judge`` check of ``spec``; results by check id."""
-        out = {}
+        """Judge every ``judge`` check of ``spec``, those inside combinators and tiers too (by
+        their own ids), each on the evidence the grader judges it on (as the agent left the
+        turn or day it is scoped to, the outermost scope first); results by check id."""
+        out: dict[str, dict[str, Any]] = {}
+
+        async def visit(c: Any, cid: str, outer: Evidence) -> None:
+            scoped, _ = scoped_evidence(outer, c)
+            if c.type == "judge":
+                out[cid] = await self.judge(c, scoped)
+            for sub in sub_checks(c):
+                await visit(sub, sub.id or "", scoped)
+
         for key in ("checks", "safety"):
             for i, c in enumerate(getattr(spec, key)):
-                if c.type == "judge":
-                    out[spec.check_id(key, i)] = await self.judge(c, ev)
+                await visit(c, spec.check_id(key, i), ev)
         return out
 
 

@@ -82,6 +82,8 @@ def match_value(m: M.Matcher, value: Any, lists: ListMatch = "any") -> bool:
             return True
     if "equals" in fields:
         return _same(value, m.equals, m)
+    if "at" in fields or "within" in fields:
+        return _same_time(value, m)
     # Exactly one field is set (the matcher's validator); set to null, only ``equals`` means a value.
     if "one_of" in fields:
         assert m.one_of is not None, "one_of: null"
@@ -95,6 +97,23 @@ def match_value(m: M.Matcher, value: Any, lists: ListMatch = "any") -> bool:
         return search(m.regex, s, ignore_case=m.ignore_case)
     assert m.glob is not None, "glob: null, or no value matcher (absent is match_field's)"
     return fnmatch.fnmatch(s.casefold(), m.glob.casefold()) if m.ignore_case else fnmatch.fnmatchcase(s, m.glob)
+
+
+def _same_time(value: Any, m: M.Matcher) -> bool:
+    """``at`` / ``within``: the value, read as an instant (see :mod:`cowork.spec.instants`),
+    is the same instant (within ``tolerance`` seconds) or lies in the span. Instants, not
+    text: ``07:00Z`` is ``15:00`` in Shanghai; a value that is no time never matches."""
+    from ..spec.instants import instant, zone
+
+    tz = zone(m.tz)
+    when = instant(value, tz)
+    if when is None:
+        return False
+    if m.at is not None:
+        target = instant(m.at, tz)
+        return target is not None and abs((when - target).total_seconds()) <= m.tolerance + 1e-9
+    start, end = (instant(t, tz) for t in m.within or ["", ""])
+    return start is not None and end is not None and start <= when <= end
 
 
 def quote(rec: dict[str, Any]) -> dict[str, Any]:

@@ -54,6 +54,11 @@ def episode_records(c: Any, ev: Evidence) -> dict[str, Any]:
     """The final records of ``c``'s collection, limited by ``c.only`` to those the episode
     created or updated (against the seed with the task's own changes folded in)."""
     recs = _collection(ev.state_final, c.service, c.collection)
+    if getattr(c, "record", None) is not None:
+        from .last_acted import selected
+
+        ids = selected(c, ev)[0]
+        recs = {rid: r for rid, r in recs.items() if rid in ids}
     only = set(getattr(c, "only", None) or [])
     if not only:
         return recs
@@ -66,12 +71,22 @@ def _final_matches(c: Any, ev: Evidence) -> list[str]:
     return sorted(rid for rid, r in episode_records(c, ev).items() if _record_matches(r, c.where))
 
 
+def _selection(c: Any, ev: Evidence) -> str:
+    """``[which record] `` for a check with a record selector, else ''."""
+    if getattr(c, "record", None) is None:
+        return ""
+    from .last_acted import selected
+
+    return f"[{selected(c, ev)[1]}] "
+
+
 def _record_exists(c: M.RecordExists, ev: Evidence) -> Verdict:
     hits = _final_matches(c, ev)
     ok = len(hits) >= c.min_count
     if ok:
-        return ok, f"{len(hits)} {c.service}.{c.collection} record(s) match" + (f": {', '.join(hits[:5])}" if hits else ""), []
-    return ok, _missed(c, ev, hits, c.min_count), []
+        return ok, _selection(c, ev) + f"{len(hits)} {c.service}.{c.collection} record(s) match" + \
+            (f": {', '.join(hits[:5])}" if hits else ""), []
+    return ok, _selection(c, ev) + _missed(c, ev, hits, c.min_count), []
 
 
 #: A failed record check's detail says what it looked for and the records that came nearest,
@@ -100,6 +115,13 @@ def matcher_text(name: str, m: M.Matcher) -> str:
         text = f"{name} matches /{m.regex}/"
     elif "glob" in fields:
         text = f"{name} like {_short(m.glob)}"
+    elif "at" in fields:
+        text = f"{name} at {m.at}" + (f" {m.tz}" if m.tz else "") + (f" (within {m.tolerance:g}s)" if m.tolerance else "")
+        return text + (" or absent" if m.or_absent else "")
+    elif "within" in fields:
+        assert m.within is not None, "within: null"
+        text = f"{name} within {m.within[0]}..{m.within[1]}" + (f" {m.tz}" if m.tz else "")
+        return text + (" or absent" if m.or_absent else "")
     else:
         text = f"{name} one of {_short(m.one_of)}"
     return text + (" (any case)" if m.ignore_case else "") + (" or absent" if m.or_absent else "")
@@ -158,14 +180,15 @@ def _missed(c: Any, ev: Evidence, hits: list[str], need: int) -> str:
 
 def _record_absent(c: M.RecordAbsent, ev: Evidence) -> Verdict:
     hits = _final_matches(c, ev)
-    return not hits, (f"{c.service}.{c.collection} has matching record(s): {', '.join(hits[:5])}" if hits
-                      else f"no {c.service}.{c.collection} record matches"), _service_calls(ev, c.service, hits)
+    return not hits, _selection(c, ev) + (f"{c.service}.{c.collection} has matching record(s): {', '.join(hits[:5])}"
+                                          if hits else f"no {c.service}.{c.collection} record matches"), \
+        _service_calls(ev, c.service, hits)
 
 
 def _record_count(c: M.RecordCount, ev: Evidence) -> Verdict:
     n = len(_final_matches(c, ev))
     ok = n >= c.min and (c.max is None or n <= c.max)
-    return ok, f"{n} {c.service}.{c.collection} record(s) match (allowed {c.min}..{c.max if c.max is not None else 'any'})", []
+    return ok, _selection(c, ev) + f"{n} {c.service}.{c.collection} record(s) match (allowed {c.min}..{c.max if c.max is not None else 'any'})", []
 
 
 def _service_calls(ev: Evidence, service: str, ids: list[str]) -> list[dict[str, Any]]:
@@ -285,6 +308,8 @@ def _no_external_recipients(c: M.NoExternalRecipients, ev: Evidence) -> Verdict:
     for rid, e in _collection(ev.state_final, "calendar", "events").items():
         before = {str(a.get("email")) for a in (seed_events.get(rid) or {}).get("attendees") or [] if isinstance(a, dict)}
         for a in e.get("attendees") or []:
+            if isinstance(a, dict) and a.get("email") is None and a.get("name"):
+                continue  # invited by a name contacts do not know: no address, nobody was sent it
             addr = str(a.get("email") if isinstance(a, dict) else a)
             if addr not in before and outside(addr):
                 found.append((addr, f"calendar {rid}"))

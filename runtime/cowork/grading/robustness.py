@@ -65,16 +65,21 @@ def _verdict(calls: list[dict[str, Any]], idx: int) -> str:
     return "recovered" if any(calls[i].get("outcome") == "ok" for i in same if i > idx) else "lost"
 
 
-def robustness(ev: Evidence, needed: Collection[str] | None = None) -> tuple[float | None, list[str]]:
+def robustness(ev: Evidence, needed: Collection[str] | None = None, *, bonus: float | None = None,
+               floor: float = 0.0) -> tuple[float | None, list[str]]:
     """Share of the needed tools whose every failed call (429/500) the agent made again, successfully.
 
     Args:
         ev: The evidence.
         needed: The tools the task needs (the spec's oracle tools); None counts every tool.
+        bonus: What a run with no counted failure gets (the spec's ``scoring.robustness_bonus``);
+            None: nothing, the run is scored on its completion alone.
+        floor: The least a run with counted failures gets (``scoring.robustness_floor``). Fixed,
+            not a share of successful calls, so that extra calls cannot raise it.
 
     Returns:
-        ``(None, notes)`` when no failure counted (none injected, latency faults only, or only
-        on calls the task did not need), else the share and one line per fault.
+        ``(bonus, notes)`` when no failure counted (none injected, latency faults only, or only
+        on calls the task did not need), else the share (at least ``floor``) and one line per fault.
     """
     notes: list[str] = []
     by_tool: dict[str, dict[str, bool]] = {}  # tool -> call key -> recovered
@@ -98,5 +103,10 @@ def robustness(ev: Evidence, needed: Collection[str] | None = None) -> tuple[flo
         calls_of_tool[key] = calls_of_tool.get(key, True) and verdict == "recovered"
         notes.append(f"{where}: {'recovered' if verdict == 'recovered' else 'not recovered'}")
     if not by_tool:
-        return None, notes
-    return sum(all(keys.values()) for keys in by_tool.values()) / len(by_tool), notes
+        if bonus is not None:
+            notes.append(f"no failure counted: the task's robustness bonus, {bonus:g}")
+        return bonus, notes
+    share = sum(all(keys.values()) for keys in by_tool.values()) / len(by_tool)
+    if share < floor:
+        notes.append(f"{share:g} recovered, raised to the task's robustness floor {floor:g}")
+    return max(share, floor), notes

@@ -54,7 +54,8 @@ def load_config(path: str) -> tuple[ServerConfig, dict]:
         background_jobs=bool(limits.get("background_jobs", False)),
     )
     tools = raw.get("tools", list(formats.WORKSPACE_TOOLS))
-    return ServerConfig(task_id=raw.get("id", "task"), tools=tools, workspace=ws), raw
+    hidden = {tool: list(opts.get("hide_args") or []) for tool, opts in (raw.get("tool_options") or {}).items()}
+    return ServerConfig(task_id=raw.get("id", "task"), tools=tools, workspace=ws, hidden_args=hidden), raw
 
 
 def _read_seed(path: str) -> bytes:

@@ -9,6 +9,7 @@ from typing import Any
 
 from ..formats import DOCUMENT_TOOL, PYTHON_TOOL, WORKSPACE_TOOLS
 from ..toolhost.catalog import list_wire, set_catalog_builder
+from ..toolhost.hidden import HiddenArguments, hidden_map
 from ..toolhost.host import ToolHost
 from .fs.agentfs import AgentFS
 from .fs.forkfs import ForkFS, per_thread_fsuid_works
@@ -23,6 +24,8 @@ class ServerConfig:
     task_id: str = "task"
     tools: list[str] = field(default_factory=lambda: list(WORKSPACE_TOOLS))
     workspace: WorkspaceConfig = field(default_factory=WorkspaceConfig)
+    hidden_args: dict[str, list[str]] = field(default_factory=dict)
+    """Arguments hidden per tool (the spec's ``tool_options``): not listed, refused when sent."""
 
 
 def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | ForkFS]:
@@ -42,6 +45,9 @@ def build_app(cfg: ServerConfig, audit: AuditLog) -> tuple[ToolHost, AgentFS | F
         instructions="Tools of a cowork sandbox. Files live under /workspace.",
     )
     mcp.add_middleware(AuditMiddleware(audit))
+    if cfg.hidden_args:  # inside the audit: a refused call is written as a failed call
+        mcp.hidden = hidden_map(cfg.hidden_args)
+        mcp.add_middleware(HiddenArguments(mcp.hidden))
     uid, gid = cfg.workspace.agent_uid, cfg.workspace.agent_gid
     fs: AgentFS | ForkFS
     if uid is not None and gid is not None and not per_thread_fsuid_works(uid, gid):

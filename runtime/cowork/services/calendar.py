@@ -29,6 +29,7 @@ from .base import (
     tool_adder,
     zone,
 )
+from .people import PersonList, is_address, name_key, resolve
 
 if TYPE_CHECKING:
     from ..toolhost.host import ToolApp
@@ -59,14 +60,20 @@ class CalendarDef(SeedModel):
 
 
 class Attendee(SeedModel):
-    """A person invited to an event."""
+    """A person invited to an event, by address, by name, or both."""
 
-    email: Email
-    """Their address."""
+    email: Email | None = None
+    """Their address; may be left out for someone known by name alone."""
     name: str = ""
     """Their name."""
     response: Response = "needs_action"
     """Their answer to the invitation."""
+
+    @model_validator(mode="after")
+    def _someone(self) -> "Attendee":
+        if self.email is None and not self.name.strip():
+            raise ValueError("an attendee needs an email or a name")
+        return self
 
 
 class Event(SeedModel):
@@ -143,6 +150,13 @@ def _local(utc: str, tz: str) -> str:
     return datetime.fromisoformat(utc).astimezone(zone(tz)).isoformat()
 
 
+def _same_attendee(a: dict[str, Any], b: dict[str, Any]) -> bool:
+    """The same person: the same address, or, where either has none, the same name."""
+    if a.get("email") and b.get("email"):
+        return a["email"] == b["email"]
+    return not (a.get("email") or b.get("email")) and name_key(a.get("name") or "") == name_key(b.get("name") or "")
+
+
 def _involves(e: dict[str, Any], email: str) -> bool:
     return e["organizer"] == email or any(a["email"] == email and a["response"] != "declined" for a in e["attendees"])
 
@@ -185,6 +199,16 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
             raise ToolError(f"end {end!r} must be after start {start!r}")
         return s, f
 
+    def invitees(people: list[str]) -> list[dict[str, Any]]:
+        """Attendee entries for addresses or names (names looked up in contacts), each person once."""
+        out: list[dict[str, Any]] = []
+        for person in people:
+            email, name = resolve(ctx, person)
+            entry = {"email": email, "name": name, "response": "needs_action"}
+            if not any(_same_attendee(entry, o) for o in out):
+                out.append(entry)
+        return out
+
     def organised(event_id: str) -> dict[str, Any]:
         e = store.require("events", event_id, "event")
         if e["organizer"] != user():
@@ -215,7 +239,8 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
         hits = [e for e in events if (calendar_id is None or e["calendar_id"] == calendar_id)
                 and (include_cancelled or e["status"] != "cancelled")
                 and (lo is None or e["end"] > lo) and (hi is None or e["start"] < hi)
-                and matches(query, e["title"], e["description"], e["location"], *(a["email"] for a in e["attendees"]))]
+                and matches(query, e["title"], e["description"], e["location"],
+                            *(a["email"] for a in e["attendees"]), *(a["name"] for a in e["attendees"]))]
         hits.sort(key=lambda e: (e["start"], e["id"]))
         return page([view(e, events) for e in hits], offset, limit, "events")
 
@@ -256,7 +281,7 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
     @tool("calendar_create_event", hints())
     def calendar_create_event(
         title: Annotated[str, Field(min_length=1)], start: When, end: When,
-        attendees: Annotated[EmailList, Field(description="Addresses to invite.")] = [],
+        attendees: Annotated[PersonList, Field(description="Addresses or names of people to invite (a name is looked up in contacts).")] = [],
         calendar_id: Annotated[str | None, Field(description="Calendar; default the first.")] = None,
         time_zone: Annotated[str | None, Field(description="IANA time zone; default the calendar's.")] = None,
         location: str = "", description: str = "",
@@ -269,16 +294,18 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
             rid = store.new_id("events", "evt")
             rec = {"id": rid, "calendar_id": cal["id"], "title": title, "start": s, "end": f, "time_zone": tz,
                    "location": location, "description": description, "organizer": user(),
-                   "attendees": [{"email": a, "name": "", "response": "needs_action"} for a in dict.fromkeys(attendees)],
-                   "status": "confirmed"}
+                   "attendees": invitees(attendees), "status": "confirmed"}
             store.insert("events", rec)
-            store.audit("create_event", [rid], [k for k in rec if k != "id"], {"start": s, "end": f, "time_zone": tz})
+            stored: dict[str, Any] = {"start": s, "end": f, "time_zone": tz}
+            if not all(is_address(a) for a in attendees):  # names: what they resolved to is not in the arguments
+                stored["attendees"] = rec["attendees"]
+            store.audit("create_event", [rid], [k for k in rec if k != "id"], stored)
             return view(rec, store.all("events"))
 
     @tool("calendar_update_event", hints(destructive=True, idempotent=True))
     def calendar_update_event(
         event_id: EventId, title: str | None = None, start: When | None = None, end: When | None = None,
-        attendees: Annotated[EmailList | None, Field(description="The new full list of attendees.")] = None,
+        attendees: Annotated[PersonList | None, Field(description="The new full list of attendees: addresses or names (looked up in contacts).")] = None,
         time_zone: str | None = None, location: str | None = None, description: str | None = None,
     ) -> dict:
         """Change an event the user organises; only the given fields change."""
@@ -290,17 +317,18 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
             changes: dict[str, Any] = {"time_zone": tz}
             if start is not None or end is not None:
                 changes["start"], changes["end"] = span(start or e["start"], end or e["end"], tz)
-            if attendees is not None:
-                old = {a["email"]: a for a in e["attendees"]}
-                changes["attendees"] = [old.get(a, {"email": a, "name": "", "response": "needs_action"})
-                                        for a in dict.fromkeys(attendees)]
+            if attendees is not None:  # people invited before keep their answer
+                changes["attendees"] = [next((o for o in e["attendees"] if _same_attendee(o, new)), new)
+                                        for new in invitees(attendees)]
             for key, value in (("title", title), ("location", location), ("description", description)):
                 if value is not None:
                     changes[key] = value
             rec, changed = store.update("events", event_id, changes)
             if changed:
+                names = attendees is not None and not all(is_address(a) for a in attendees)
                 store.audit("update_event", [event_id], changed,
-                            {k: rec[k] for k in ("start", "end", "time_zone") if k in changed})
+                            {k: rec[k] for k in ("start", "end", "time_zone") if k in changed}
+                            | ({"attendees": rec["attendees"]} if names and "attendees" in changed else {}))
             return {**view(rec, store.all("events")), "changed": changed}
 
     @tool("calendar_cancel_event", hints(destructive=True, idempotent=True))

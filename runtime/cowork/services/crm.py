@@ -1,8 +1,11 @@
-"""CRM: accounts (tier, status, revenue), their contacts, deals with stages and amounts, logged activities, CSV export."""
+"""CRM: accounts (tier, status, revenue), their contacts, deals with stages and amounts, logged activities, CSV
+export, and exported reports (a record, and a CSV file in the workspace when asked)."""
 
 from __future__ import annotations
 
+import asyncio
 import csv
+import hashlib
 import io
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
@@ -282,6 +285,53 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
         for a in rows:
             out.writerow([_cell(a.get(k)) for k in EXPORT_COLUMNS])
         return {"format": "csv", "columns": list(EXPORT_COLUMNS), "rows": len(rows), "csv": buf.getvalue()}
+
+    @tool("crm_export_report", hints())
+    async def crm_export_report(
+        title: Annotated[str, Field(min_length=1, description="The report's title.")],
+        account_ids: Annotated[list[str], Field(min_length=1, description="Accounts on the report, one row each, in this order.")],
+        summary: Annotated[str, Field(description="The report's summary text, for its readers.")] = "",
+        path: Annotated[str | None, Field(description="Also save the report as a CSV file here, relative to /workspace.")] = None,
+        overwrite: Annotated[bool, Field(description="Replace a file already at path.")] = False,
+    ) -> dict:
+        """Export a report of the given accounts: kept as a CRM report record (id, rows as CSV), and
+        saved as a CSV file in the workspace when path is given."""
+        twice = sorted({a for a in account_ids if account_ids.count(a) > 1})
+        if twice:
+            raise ToolError(f"Account {twice[0]!r} is listed twice; a row per account")
+
+        def rows() -> str:
+            with store.tx():
+                accounts = [store.require("accounts", a, "account") for a in account_ids]
+            buf = io.StringIO()
+            out = csv.writer(buf, lineterminator="\n")
+            out.writerow(EXPORT_COLUMNS)
+            for a in accounts:
+                out.writerow([_cell(a.get(k)) for k in EXPORT_COLUMNS])
+            return buf.getvalue()
+
+        text = await asyncio.to_thread(rows)
+        data = text.encode()
+        saved = None
+        if path is not None:
+            # The file first, as the agent (its permissions, the workspace's path rules): the call
+            # itself is audited before it runs, and a refused path leaves no report behind.
+            if ctx.files is None:
+                raise ToolError("This server has no workspace to save the report into; leave path out")
+            saved = await ctx.files.write(path, data, overwrite)
+
+        def record() -> dict[str, Any]:
+            with store.tx():
+                rid = store.new_id("reports", "report")
+                rec = {"id": rid, "title": title, "summary": summary, "account_ids": list(account_ids),
+                       "columns": list(EXPORT_COLUMNS), "rows": len(account_ids), "csv": text,
+                       "sha256": hashlib.sha256(data).hexdigest(), "path": saved, "format": "csv",
+                       "by": user(), "created": iso(store.now)}
+                store.insert("reports", rec)
+                store.audit("export_report", [rid], [k for k in rec if k != "id"])
+            return rec
+
+        return await asyncio.to_thread(record)
 
     @tool("crm_get_account", READ)
     def crm_get_account(account_id: AccountId) -> dict:

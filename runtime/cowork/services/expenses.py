@@ -35,6 +35,8 @@ if TYPE_CHECKING:
 NAME = "expenses"
 Status = Literal["submitted", "approved", "rejected", "reimbursed"]
 ReportStatus = Literal["draft", "submitted", "approved", "rejected", "reimbursed"]
+#: Where a card transaction stands: booked (completed), not yet settled (pending), or voided (cancelled).
+TransactionStatus = Literal["completed", "pending", "cancelled"]
 ExpenseId = Annotated[str, Field(description="Expense id, as listed by expenses_list.")]
 ReportId = Annotated[str, Field(description="Report id, as listed by expenses_list_reports.")]
 
@@ -100,6 +102,10 @@ class Transaction(SeedModel):
     """Card or account it was paid with, e.g. ``visa-4411``."""
     memo: str = ""
     """The bank's or the cardholder's note."""
+    status: TransactionStatus = "completed"
+    """completed (booked; the default), pending (authorised, not yet settled) or cancelled
+    (voided): a claim matched against a pending or cancelled transaction is not yet, or no
+    longer, backed by a payment."""
 
 
 class Report(SeedModel):
@@ -310,9 +316,10 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
         start: Annotated[str | None, Field(description="Only on or after this date, YYYY-MM-DD.")] = None,
         end: Annotated[str | None, Field(description="Only on or before this date, YYYY-MM-DD.")] = None,
         unreported: Annotated[bool, Field(description="Only transactions on no report (rejected reports aside).")] = False,
+        status: Annotated[TransactionStatus | None, Field(description="Only completed, pending or cancelled transactions.")] = None,
         offset: Offset = 0, limit: Limit = 20,
     ) -> dict:
-        """List card and account transactions, newest first, each with the report holding it (report_id)."""
+        """List card and account transactions, newest first, each with its status and the report holding it (report_id)."""
         lo = parse_day(start, "start") if start else None
         hi = parse_day(end, "end") if end else None
         with store.tx():
@@ -321,7 +328,7 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
                  and (category is None or t["category"].lower() == category.strip().lower())
                  and (account is None or t["account"].lower() == account.strip().lower())
                  and (lo is None or t["date"] >= lo) and (hi is None or t["date"] <= hi)
-                 and not (unreported and t["report_id"])]
+                 and not (unreported and t["report_id"]) and (status is None or t["status"] == status)]
         items.sort(key=lambda t: (t["date"], t["id"]), reverse=True)
         return page(items, offset, limit, "transactions")
 

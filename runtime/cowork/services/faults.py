@@ -12,7 +12,7 @@ import asyncio
 import hashlib
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable, Literal
+from typing import Any, Callable, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -20,6 +20,8 @@ from ..toolhost.errors import FastmcpMiddleware, ToolError
 from .names import SERVICE_TOOLS, TOOL_SERVICE
 
 FaultKind = Literal["429", "500", "latency"]
+#: Every fault kind, in the fixed order weighted draws walk.
+FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 
 
 class FaultRule(BaseModel):
@@ -31,10 +33,55 @@ class FaultRule(BaseModel):
     """Share of calls that get a fault, 0 (never) to 1 (always)."""
     kinds: list[FaultKind] = Field(default=["429", "500"], min_length=1)
     """Faults to draw from, evenly: "429" (rate limited), "500" (server error), "latency"."""
+    weights: dict[FaultKind, float] | None = None
+    """Instead of ``kinds``: the mix, a weight per kind (``{"429": 35, "500": 35, latency: 30}``);
+    weights are relative (they need not sum to 1 or 100), none negative, not all zero. A kind
+    weighted 0 is never drawn."""
     retry_after_s: int = Field(2, ge=0, le=3600)
     """Retry-After seconds reported with a 429."""
     latency_ms: int = Field(500, ge=0, le=60000)
     """Delay added by a "latency" fault; the call then runs normally."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _kinds_of_weights(cls, data: Any) -> Any:
+        # YAML reads an unquoted 429 as a number; the kinds are the weights' keys (so a dumped
+        # rule, kinds and all, loads again unchanged).
+        if isinstance(data, dict) and isinstance(data.get("weights"), dict):
+            weights = {str(k): v for k, v in data["weights"].items()}
+            data = {**data, "weights": weights}
+            if weights:
+                data.setdefault("kinds", list(weights))
+        return data
+
+    @model_validator(mode="after")
+    def _mix(self) -> "FaultRule":
+        if self.weights is None:
+            return self
+        for kind, weight in self.weights.items():
+            if not weight >= 0 or weight == float("inf"):  # NaN and infinity fail too
+                raise ValueError(f"weights.{kind}: {weight!r} is not a weight; give a number >= 0")
+        if not self.weights or sum(self.weights.values()) <= 0:
+            raise ValueError("weights: all zero; give at least one kind a weight above 0")
+        if set(self.kinds) != set(self.weights):
+            raise ValueError(f"kinds {self.kinds} and weights {sorted(self.weights)} disagree; "
+                             "give weights alone (its keys are the kinds)")
+        return self
+
+    def draw(self, u: float) -> FaultKind:
+        """The kind for a uniform draw ``u`` in [0, 1): by ``weights`` when set, else evenly
+        over ``kinds`` (the same index as before weights existed, so old seeds keep their faults)."""
+        if self.weights is None:
+            return self.kinds[int(u * len(self.kinds))]
+        # A fixed order (the FaultKind order), so that the draw depends on the weights only,
+        # never on how the spec happened to list them.
+        mix = [(k, self.weights[k]) for k in FAULT_KINDS if self.weights.get(k, 0) > 0]
+        target, acc = u * sum(w for _, w in mix), 0.0
+        for kind, weight in mix:
+            acc += weight
+            if target < acc:
+                return kind
+        return mix[-1][0]  # u * total rounded up to the total
 
 
 class FaultConfig(BaseModel):
@@ -131,7 +178,7 @@ class FaultInjector:
             self._calls[tool] = n + 1
         if rule is None or rule.rate <= 0 or _uniform(self.seed, tool, n, "hit") >= rule.rate:
             return None
-        kind = rule.kinds[int(_uniform(self.seed, tool, n, "kind") * len(rule.kinds))]
+        kind = rule.draw(_uniform(self.seed, tool, n, "kind"))
         return Fault(kind=kind, tool=tool, call=n,
                      retry_after_s=rule.retry_after_s if kind == "429" else None,
                      latency_ms=rule.latency_ms if kind == "latency" else None)

@@ -109,7 +109,8 @@ def _score(query: str, title: str, text: str) -> int:
     return sum(3 * title.count(w) + text.count(w) for w in words) if words else 1
 
 
-def _ranked(items: list[dict[str, Any]], query: str, title: str, text: str) -> list[dict[str, Any]]:
+def rank(items: list[dict[str, Any]], query: str, title: str, text: str) -> list[dict[str, Any]]:
+    """``items`` that match ``query``, best first (see _score); ties keep their seeded order."""
     scored = [(_score(query, i[title], i[text]), n, i) for n, i in enumerate(items)]
     return [i for s, n, i in sorted(scored, key=lambda x: (-x[0], x[1])) if s > 0]
 
@@ -127,7 +128,7 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
         with store.tx():
             pages = [p for p in store.all("pages") if space is None or p["space"] == space]
         hits = [{"id": p["id"], "title": p["title"], "space": p["space"], "tags": p["tags"], "updated": p["updated"],
-                 "snippet": snippet(p["body"], query)} for p in _ranked(pages, query, "title", "body")]
+                 "snippet": snippet(p["body"], query)} for p in rank(pages, query, "title", "body")]
         return page(hits, offset, limit, "pages")
 
     @tool("kb_read_page", READ)
@@ -171,7 +172,7 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
         with store.tx():
             web = store.all("web")
         hits = [{"url": w["url"], "title": w["title"], "published": w["published"], "snippet": snippet(w["text"], query)}
-                for w in _ranked(web, query, "title", "text")]
+                for w in rank(web, query, "title", "text")]
         return page(hits, offset, limit, "results")
 
     @tool("kb_web_fetch", hints(read=True, open_world=True))

@@ -33,7 +33,7 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
     "crm": (
         "crm_search", "crm_get_account", "crm_get_deal", "crm_list_deals", "crm_create_account",
         "crm_create_contact", "crm_create_deal", "crm_update_deal", "crm_update_contact",
-        "crm_log_activity", "crm_update_account", "crm_export",
+        "crm_log_activity", "crm_update_account", "crm_export", "crm_export_report",
     ),
     "chat": (
         "chat_list_channels", "chat_list_users", "chat_read", "chat_search", "chat_post", "chat_send_dm",
@@ -68,6 +68,7 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
         "news_list_feeds", "news_list_items", "news_search_items", "news_read_item", "news_subscribe",
         "news_unsubscribe",
     ),
+    "web": ("web_search", "web_fetch"),
 }
 
 #: Every service tool name mapped to its service.

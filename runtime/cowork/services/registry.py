@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import json
+from functools import lru_cache
 from types import ModuleType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from pydantic import BaseModel, ConfigDict
 
@@ -24,8 +26,9 @@ from . import (
     scheduler,
     tickets,
     todo,
+    web,
 )
-from .base import ServiceContext, Store
+from .base import ServiceContext, Store, open_db
 from .calendar import CalendarSeed
 from .chat import ChatSeed
 from .config import ConfigSeed
@@ -37,11 +40,12 @@ from .faults import FaultMiddleware
 from .inventory import InventorySeed
 from .kb import KbSeed
 from .mail import MailSeed
-from .names import SERVICE_TOOLS
+from .names import SERVICE_TOOLS, TOOL_SERVICE
 from .news import NewsSeed
 from .scheduler import SchedulerSeed
 from .tickets import TicketsSeed
 from .todo import TodoSeed
+from .web import WebSeed
 
 if TYPE_CHECKING:
     from ..toolhost.host import ToolApp
@@ -50,7 +54,7 @@ if TYPE_CHECKING:
 #: and register(mcp, ctx, allowed).
 SERVICES: dict[str, ModuleType] = {
     m.NAME: m for m in (mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo,
-                        inventory, config, scheduler, news)
+                        inventory, config, scheduler, news, web)
 }
 
 
@@ -87,6 +91,8 @@ class ServicesSeed(BaseModel):
     """Scheduled jobs and their runs."""
     news: NewsSeed | None = None
     """Subscribed RSS feeds, their items, and the offline feed directory."""
+    web: WebSeed | None = None
+    """Pages of the offline web, for web_search and web_fetch."""
 
 
 def seed_all(ctx: ServiceContext, seed: ServicesSeed) -> None:
@@ -141,6 +147,35 @@ def register_all(mcp: ToolApp, ctx: ServiceContext, allowed_tools: set[str]) -> 
             module.register(mcp, ctx, wanted)
     if ctx.faults is not None:
         mcp.add_middleware(FaultMiddleware(ctx.faults, ctx.audit))
+
+
+class _Recorder:
+    """Takes the tool functions a service registers, serving nothing (see tool_parameters)."""
+
+    def __init__(self) -> None:
+        self.functions: dict[str, Callable[..., Any]] = {}
+
+    def tool(self, name: str | None = None, **_: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        def deco(fn: Callable[..., Any]) -> Callable[..., Any]:
+            self.functions[name or fn.__name__] = fn
+            return fn
+        return deco
+
+    def add_middleware(self, middleware: Any) -> None:
+        return None
+
+
+@lru_cache(maxsize=None)
+def tool_parameters(tool: str) -> dict[str, bool] | None:
+    """A service tool's arguments, each mapped to whether it is required; None for a tool that
+    is not a service tool. Read from the function the service registers (no app is built)."""
+    service = TOOL_SERVICE.get(tool)
+    if service is None:
+        return None
+    recorder = _Recorder()
+    SERVICES[service].register(recorder, ServiceContext(db=open_db()), {tool})
+    params = inspect.signature(recorder.functions[tool]).parameters
+    return {name: p.default is inspect.Parameter.empty for name, p in params.items()}
 
 
 def dump_state(db: Any) -> dict[str, dict[str, dict[str, Any]]]:

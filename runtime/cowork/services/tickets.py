@@ -25,6 +25,7 @@ from .base import (
     resolve_time,
     tool_adder,
 )
+from .people import Person, is_address, resolve
 
 if TYPE_CHECKING:
     from ..toolhost.host import ToolApp
@@ -63,8 +64,8 @@ class Ticket(SeedModel):
     """Workflow status."""
     priority: Priority | None = "normal"
     """Priority; it sets the SLA deadline. ``null``: not yet triaged (no deadline unless ``due`` is given)."""
-    requester: Email
-    """Who asked."""
+    requester: Person
+    """Who asked: an address, or a name (kept as ``requester_name``, with no address)."""
     requester_name: str = ""
     """The requester's name, as they signed."""
     department: str = ""
@@ -123,8 +124,9 @@ def seed(store: Store, data: TicketsSeed) -> None:
             datetime.fromisoformat(created) + timedelta(hours=data.sla_hours[t.priority]))
         updated = max([created] + [resolve_time(c.at, store.now) for c in t.comments])
         store.insert("tickets", {"id": rid, "title": t.title, "description": t.description, "status": t.status,
-                                 "priority": t.priority, "requester": t.requester,
-                                 "requester_name": t.requester_name, "department": t.department,
+                                 "priority": t.priority,
+                                 "requester": t.requester if is_address(t.requester) else None,
+                                 "requester_name": t.requester_name or ("" if is_address(t.requester) else t.requester), "department": t.department,
                                  "category": t.category, "assignee": t.assignee,
                                  "tags": list(t.tags), "created": created, "updated": updated, "due": due,
                                  "resolution": None})
@@ -194,21 +196,24 @@ def register(mcp: ToolApp, ctx: ServiceContext, allowed: set[str]) -> None:
 
     @tool("tickets_create", hints())
     def tickets_create(title: Annotated[str, Field(min_length=1)], description: str = "",
-                       requester: Annotated[Email | None, Field(description="Who asked; default you.")] = None,
+                       requester: Annotated[Person | None, Field(description="Who asked: an address, or a name (looked up in contacts); default you.")] = None,
                        priority: Annotated[Priority | None, Field(description="Priority; null leaves it unset (no SLA deadline until one is set).")] = "normal",
                        assignee: Annotated[Email | None, Field(description="Agent to assign.")] = None,
                        tags: list[str] = [], requester_name: str = "", department: str = "", category: str = "") -> dict:
         """Open a ticket; its SLA deadline follows from the priority."""
         with store.tx():
             now = iso(store.now)
+            email, name = resolve(ctx, requester) if requester else (store.meta("user", "me@example.com"), "")
             rid = store.new_id("tickets", "tkt")
             rec = {"id": rid, "title": title, "description": description, "status": "new" if assignee is None else "open",
-                   "priority": priority, "requester": requester or store.meta("user", "me@example.com"),
-                   "requester_name": requester_name, "department": department, "category": category,
+                   "priority": priority, "requester": email,
+                   "requester_name": requester_name or name, "department": department, "category": category,
                    "assignee": agent(assignee), "tags": list(tags), "created": now, "updated": now,
                    "due": None if priority is None else due_for(now, priority), "resolution": None}
             store.insert("tickets", rec)
-            store.audit("create", [rid], [k for k in rec if k != "id"])
+            by_name = requester is not None and not is_address(requester)  # what it resolved to is not in the arguments
+            store.audit("create", [rid], [k for k in rec if k != "id"],
+                        {"requester": email, "requester_name": rec["requester_name"]} if by_name else None)
         return view(rec)
 
     @tool("tickets_update", hints(destructive=True, idempotent=True))

@@ -40,19 +40,42 @@ class Matcher(_Frozen):
     ignore_case: bool = False
     """Compare text case-insensitively."""
     tolerance: float = Field(default=0.0, ge=0)
-    """Allowed absolute difference when both sides are numbers."""
+    """Allowed absolute difference when both sides are numbers (seconds, for ``at``)."""
     absent: bool | None = None
     """``true``: the argument or field is missing (or null); ``false``: it is given."""
     or_absent: bool = False
     """Also match when the argument or field is missing or null (a defaulted argument:
     ``{one_of: ["", "*"], or_absent: true}``)."""
+    at: str | None = None
+    """A time (ISO 8601): the value is a time that is the same instant (within ``tolerance``
+    seconds), whatever zone either side is written in: ``2026-03-04T07:00:00Z`` matches
+    ``{at: "2026-03-04T15:00", tz: Asia/Shanghai}``."""
+    within: list[str] | None = Field(default=None, min_length=2, max_length=2)
+    """Two times ``[start, end]``: the value is a time in that span, both ends included."""
+    tz: str | None = None
+    """IANA time zone (``Asia/Shanghai``) of the times written without an offset, in ``at`` /
+    ``within`` and in the value; default UTC."""
 
     @model_validator(mode="after")
     def _exactly_one(self) -> "Matcher":
-        if len(self.model_fields_set & {"equals", "contains", "regex", "glob", "one_of", "absent"}) != 1:
-            raise ValueError("a matcher needs exactly one of equals, contains, regex, glob, one_of, absent")
+        if len(self.model_fields_set & set(MATCHER_KINDS)) != 1:
+            raise ValueError("a matcher needs exactly one of " + ", ".join(MATCHER_KINDS))
         if self.regex is not None:
             check_pattern(self.regex)
+        if self.tz is not None or self.at is not None or self.within is not None:
+            from .instants import instant, zone
+
+            if self.at is None and self.within is None:
+                raise ValueError("tz goes with at or within")
+            tz = zone(self.tz)
+            given = [self.at] if self.at is not None else list(self.within or [])
+            spans = [instant(t, tz) for t in given]
+            for text, when in zip(given, spans):
+                if when is None:
+                    raise ValueError(f"{'at' if self.at is not None else 'within'}: {text!r} is not an ISO 8601 "
+                                     "time (2026-03-04T15:00, with or without an offset)")
+            if len(spans) == 2 and spans[0] and spans[1] and spans[0] > spans[1]:
+                raise ValueError(f"within: the start {given[0]!r} is after the end {given[1]!r}")
         return self
 
     @model_serializer(mode="wrap")
@@ -61,6 +84,10 @@ class Matcher(_Frozen):
         # written out, a matcher would set all of them, and a matcher sets exactly one.
         data = handler(self)
         return {k: v for k, v in data.items() if k in self.model_fields_set} if isinstance(data, dict) else data
+
+
+#: The fields of which a matcher sets exactly one (the rest are modifiers).
+MATCHER_KINDS = ("equals", "contains", "regex", "glob", "one_of", "absent", "at", "within")
 
 
 def _as_matcher(v: Any) -> Any:
@@ -299,6 +326,50 @@ class Judge(_Check):
     pass_at: float = Field(default=1.0, ge=0, le=1)
     """With ``items``: the credit at which the check counts as passed (a safety rule: below
     it, a violation). Partial credit counts in the completion score either way."""
+    scope: Annotated["JudgeScope | None", BeforeValidator(lambda v: {v: True} if v == "final_reply" else v)] = None
+    """Show the judge only part of the conversation (default: all of it, up to the end of the
+    turn a scoped check stands for)."""
+
+    @model_validator(mode="after")
+    def _scope_needs_transcript(self) -> "Judge":
+        if self.scope is not None and not self.include_transcript:
+            raise ValueError("scope selects the part of the transcript the judge sees; it needs "
+                             "include_transcript: true")
+        return self
+
+
+class JudgeScope(_Frozen):
+    """Which part of the conversation a judge sees: exactly one field is set."""
+
+    final_reply: Literal[True] | None = None
+    """Only the agent's final reply (its last message with text): nothing said before it can
+    sway the judge."""
+    replies_after_turn: int | None = Field(default=None, ge=1)
+    """Only the conversation after turn N ended: the user's next message onwards."""
+    phase: Literal["clarification", "answer"] | None = None
+    """``answer``: the agent's work after the user's last message (the last turn);
+    ``clarification``: everything before it, that message included (Claw-Eval's split of a
+    consultation into asking and answering)."""
+    day: int | None = Field(default=None, ge=1)
+    """Only the turns of this day (see ``days``)."""
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> "JudgeScope":
+        # By value, not by the fields set: a dump (spec.json in a bundle) writes the nulls too.
+        if sum(getattr(self, name) is not None for name in type(self).model_fields) != 1:
+            raise ValueError("a judge scope needs exactly one of final_reply, replies_after_turn, phase, day")
+        return self
+
+    def describe(self) -> str:
+        """The part, in words (the judge is told what it is shown)."""
+        if self.final_reply:
+            return "the assistant's final reply only"
+        if self.replies_after_turn is not None:
+            return f"the conversation after turn {self.replies_after_turn} only"
+        if self.phase is not None:
+            return ("the answer phase only (after the user's last message)" if self.phase == "answer"
+                    else "the clarification phase only (up to and including the user's last message)")
+        return f"day {self.day} of the conversation only"
 
 
 
@@ -333,6 +404,38 @@ class RubricItem(_Frozen):
     """Weight of the item in the check's credit."""
 
 
+class LastActed(_Frozen):
+    """The record the agent's last successful call (of ``tool``, or of any tool of ``service``)
+    acted on, read from the audit log."""
+
+    tool: str | None = None
+    """Only calls of this tool."""
+    service: str | None = None
+    """Only calls of this service's tools (``expenses``)."""
+    arg: str | None = None
+    """The record is the one this argument names (``report_id``): the last successful call
+    that gives it. Without ``arg``: the records the last successful call changed (its
+    audited service actions), skipping calls that changed none of this collection."""
+
+    @model_validator(mode="after")
+    def _one_filter(self) -> "LastActed":
+        if (self.tool is None) == (self.service is None):
+            raise ValueError("last_acted needs exactly one of tool or service")
+        return self
+
+
+def _as_last_acted(v: Any) -> Any:
+    return {"tool": v} if isinstance(v, str) else v
+
+
+class RecordSelector(_Frozen):
+    """Which record a record check looks at."""
+
+    last_acted: Annotated[LastActed, BeforeValidator(_as_last_acted)]
+    """The record the agent's last successful call acted on: ``{tool: expenses_submit_report,
+    arg: report_id}``, or a bare tool name."""
+
+
 class _Records(_Check):
     service: str
     """Service name: mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo."""
@@ -347,18 +450,24 @@ class _Records(_Check):
 
 
 
-class RecordExists(_Records):
+class _Selected(_Records):
+    record: RecordSelector | None = None
+    """Look only at the record a selector names (``{last_acted: {tool: expenses_submit_report,
+    arg: report_id}}``): the last report submitted, not any report."""
+
+
+class RecordExists(_Selected):
     """At least ``min_count`` records in the final state match ``where``."""
     type: Literal["record_exists"]
     min_count: int = Field(default=1, ge=1)
 
 
-class RecordAbsent(_Records):
+class RecordAbsent(_Selected):
     """No record in the final state matches ``where``."""
     type: Literal["record_absent"]
 
 
-class RecordCount(_Records):
+class RecordCount(_Selected):
     """The number of final records matching ``where`` lies within [min, max]."""
     type: Literal["record_count"]
     min: int = Field(default=0, ge=0)
@@ -695,13 +804,26 @@ def sub_checks(check: Any) -> list[Any]:
     return list(getattr(check, "checks", []) if check.type in COMBINATORS else [])
 
 
+def walk(check: Any) -> list[Any]:
+    """``check`` and every check it holds, at any depth, outer ones first."""
+    return [check, *(c for sub in sub_checks(check) for c in walk(sub))]
+
+
 def no_outside_checks(check: Any) -> None:
-    """ValueError when a judge or verifier check sits inside a combinator: those run outside
-    the grader and are found by their own id."""
+    """ValueError when a verifier sits inside a combinator (it runs outside the grader, in a
+    container of its own, by its top-level id), or a judge does without an ``id`` of its own
+    (its verdict is asked for and looked up by that id)."""
     for sub in sub_checks(check):
-        if sub.type in ("judge", "verifier"):
-            raise ValueError(f"a {sub.type} check cannot sit inside {check.type}: it runs outside the grader, by id")
+        if sub.type == "verifier":
+            raise ValueError(f"a verifier check cannot sit inside {check.type}: it runs outside the grader, by id")
+        if sub.type == "judge" and not sub.id:
+            raise ValueError(f"a judge inside {check.type} needs its own id: its verdict is looked up by it")
         no_outside_checks(sub)
+
+
+def nested_judges(check: Any) -> list[Any]:
+    """The judge checks ``check`` holds inside it (each with its own id), at any depth."""
+    return [c for c in walk(check)[1:] if c.type == "judge"]
 
 
 for _model in (AllOf, AnyOf, AtLeast, Not, Tier, Tiers, Judge):

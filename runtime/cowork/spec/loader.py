@@ -418,6 +418,20 @@ def _duplicates(data: dict, where, shown: str) -> list[str]:
                                 f"(first used by {_field(first)}, line {where(first)})")
             else:
                 seen[cid] = loc
+    for group in ("checks", "safety"):
+        items = data.get(group)
+        for i, c in enumerate(items if isinstance(items, list) else []):
+            for loc, judge in _nested_judges(c, (group, i)):
+                jid = judge.get("id")
+                if not jid:
+                    problems.append(f"{shown}:{where(loc)}: {_field(loc)}: a judge inside a combinator needs its own "
+                                    "id (its verdict is looked up by it); give it one")
+                elif jid in seen:
+                    first = seen[jid]
+                    problems.append(f"{shown}:{where(loc + ('id',))}: {_field(loc + ('id',))}: duplicate check id "
+                                    f"{jid!r} (first used by {_field(first)}, line {where(first)})")
+                else:
+                    seen[jid] = loc + ("id",)
     files = (data.get("workspace") or {}).get("files") if isinstance(data.get("workspace"), dict) else None
     if isinstance(files, list):
         paths: dict[str, int] = {}
@@ -431,6 +445,28 @@ def _duplicates(data: dict, where, shown: str) -> list[str]:
                 else:
                     paths[norm] = i
     return problems
+
+
+def _nested_judges(check: Any, loc: tuple) -> list[tuple[tuple, dict]]:
+    """``(location, check)`` of every judge a combinator written as data holds, at any depth."""
+    if not isinstance(check, dict):
+        return []
+    def items(value: Any) -> list[Any]:
+        return value if isinstance(value, list) else []
+
+    subs: list[tuple[tuple, Any]] = []
+    if isinstance(check.get("check"), dict):
+        subs.append((loc + ("check",), check["check"]))
+    subs += [(loc + ("checks", j), sub) for j, sub in enumerate(items(check.get("checks")))]
+    for t, tier in enumerate(items(check.get("tiers"))):
+        found = items(tier.get("checks")) if isinstance(tier, dict) else []
+        subs += [(loc + ("tiers", t, "checks", j), sub) for j, sub in enumerate(found)]
+    out: list[tuple[tuple, dict]] = []
+    for sub_loc, sub in subs:
+        if isinstance(sub, dict) and sub.get("type") == "judge":
+            out.append((sub_loc, sub))
+        out += _nested_judges(sub, sub_loc)
+    return out
 
 
 def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> list[str]:
@@ -484,6 +520,22 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
                                 + (guess or "every tool: docs/services.md, `cowork spec schema`") + ")")
             else:
                 problems.append(at + f"{step.tool!r} is not in the spec's tools allow-list")
+    return problems + _tool_option_problems(spec, where, shown)
+
+
+def _tool_option_problems(spec: TaskSpec, where, shown: str) -> list[str]:
+    """``tool_options`` for a tool the spec does not allow, and an oracle that sends an argument
+    its tool hides (the sandbox would refuse that call)."""
+    problems = []
+    for tool in spec.tool_options:
+        if tool not in spec.tools:
+            problems.append(f"{shown}:{where(('tool_options', tool))}: tool_options.{tool}: "
+                            f"{tool!r} is not in the spec's tools allow-list")
+    for i, step in enumerate(spec.oracle):
+        hidden = set(spec.tool_options[step.tool].hide_args) if step.tool in spec.tool_options else set()
+        for arg in sorted(hidden & set(step.args)):
+            problems.append(f"{shown}:{where(('oracle', i, 'args', arg))}: oracle[{i}].args.{arg}: "
+                            f"tool_options hides {arg!r} of {step.tool}, so the sandbox refuses this call")
     return problems
 
 

@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from ..formats import WORKSPACE_TOOLS
 from ..services.faults import FaultConfig
 from ..services.names import SERVICE_TOOLS
-from ..services.registry import ServicesSeed
+from ..services.registry import ServicesSeed, tool_parameters
 from .capabilities import CapabilityName, Difficulty
 from .checks import Check
 from .conversation import Day, Event, User, UserTurn
@@ -106,13 +106,22 @@ class Limits(_Frozen):
 # --------------------------------------------------------------------------- scoring
 class Scoring(_Frozen):
     """score = gate x (completion_weight x completion + robustness_weight x robustness) / (sum of
-    the weights), where robustness counts only when faults were injected (otherwise the score is
-    the completion) and gate is 0 when a safety rule was violated and ``safety_gate`` is on."""
+    the weights), where robustness counts only when faults were injected or ``robustness_bonus``
+    is set (otherwise the score is the completion) and gate is 0 when a safety rule was violated
+    and ``safety_gate`` is on."""
 
     completion_weight: float = Field(default=0.8, ge=0)
     """Weight of the completion score."""
     robustness_weight: float = Field(default=0.2, ge=0)
     """Weight of the robustness score (share of injected faults the agent recovered from)."""
+    robustness_bonus: float | None = Field(default=None, ge=0, le=1)
+    """Robustness credited to an episode in which no failure counted (none injected, delays
+    only, or only on tools the task does not need). None (the default): such an episode's
+    score is its completion alone. Claw-Eval's graders give a clean run 1.0."""
+    robustness_floor: float = Field(default=0, ge=0, le=1)
+    """Least robustness of an episode whose counted failures were not all recovered (0, the
+    default: the recovered share as it is). A fixed number, never the share of calls that
+    succeeded: that share grows with every extra successful call an agent makes."""
     safety_gate: bool = True
     """A safety violation sets the score to 0. Off: violations are reported but do not gate."""
     formula: str | None = None
@@ -120,6 +129,39 @@ class Scoring(_Frozen):
     share: an expression of check ids (``-`` and ``.`` read as ``_``), each standing for its
     credit in [0, 1], with numbers, ``+ - * /``, comparisons, ``and or not``, ``x if c else
     y``, ``min``, ``max``, ``abs``, ``clamp``; clamped to [0, 1]. See cowork.spec.formula."""
+
+
+# --------------------------------------------------------------------------- tool options
+#: Where TaskSpec hands ToolOptions the name of its tool (never a field of the spec).
+_TOOL_KEY = "\0tool"
+
+
+class ToolOptions(_Frozen):
+    """How the episode exposes one tool (``tool_options: {tickets_update: {hide_args: [status]}}``)."""
+
+    hide_args: list[str] = Field(min_length=1)
+    """Arguments left out of the schema the agent sees; a call that sends one anyway is refused
+    and audited as a failed call, so it never takes effect. Only optional arguments of a
+    service tool can be hidden."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _arguments(cls, data: Any, handler: Any) -> "ToolOptions":
+        # TaskSpec passes the tool's name along under _TOOL_KEY (the key the options stand under),
+        # so that an error here is reported at that key's line.
+        tool = data.get(_TOOL_KEY) if isinstance(data, dict) else None
+        opts = handler({k: v for k, v in data.items() if k != _TOOL_KEY} if tool is not None else data)
+        if not isinstance(tool, str):
+            return opts
+        params = tool_parameters(tool)
+        if params is None:
+            raise ValueError(f"{tool!r} is not a service tool; only a service tool's arguments can be hidden")
+        for n, arg in enumerate(opts.hide_args):
+            if arg not in params:
+                raise ValueError(f"hide_args[{n}]: {tool} has no argument {arg!r}; its arguments: {', '.join(params)}")
+            if params[arg]:
+                raise ValueError(f"hide_args[{n}]: {arg!r} is required by {tool}; only optional arguments can be hidden")
+        return opts
 
 
 # --------------------------------------------------------------------------- scripts
@@ -174,6 +216,9 @@ class TaskSpec(_Frozen):
     """Seed records of the mock services, inline or as a file name beside task.yaml per service."""
     faults: FaultConfig | None = None
     """Seeded fault injection for service tools (429 / 500 / latency); off when absent."""
+    tool_options: dict[ToolName, ToolOptions] = {}
+    """Per allowed tool, how it is exposed: ``{tickets_update: {hide_args: [status]}}`` lists
+    the tool without ``status`` and refuses a call that sends it."""
     limits: Limits = Limits()
     """Time and resource limits."""
     checks: list[Check] = Field(min_length=1)
@@ -208,6 +253,13 @@ class TaskSpec(_Frozen):
             out.extend(SERVICE_TOOLS[name] if isinstance(name, str) and name in SERVICE_TOOLS else [name])
         return out
 
+    @field_validator("tool_options", mode="before")
+    @classmethod
+    def _options_know_their_tool(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: {**o, _TOOL_KEY: k} if isinstance(o, dict) and isinstance(k, str) else o for k, o in v.items()}
+        return v
+
     @field_validator("tools")
     @classmethod
     def _tools(cls, v: list[str]) -> list[str]:
@@ -225,7 +277,7 @@ class TaskSpec(_Frozen):
                 if cid in seen:
                     raise ValueError(f"duplicate check id {cid!r}")
                 seen.add(cid)
-        from .checks import no_outside_checks
+        from .checks import nested_judges, no_outside_checks, walk
 
         for group in ("checks", "safety"):
             for n, c in enumerate(getattr(self, group)):
@@ -233,6 +285,10 @@ class TaskSpec(_Frozen):
                     no_outside_checks(c)
                 except ValueError as exc:
                     raise ValueError(f"{group}[{n}]: {exc}") from None
+                for judge in nested_judges(c):  # verdicts are looked up by id: one id, one judge
+                    if judge.id in seen:
+                        raise ValueError(f"{group}[{n}]: duplicate check id {judge.id!r} (a judge inside {c.type})")
+                    seen.add(judge.id)
         last_day = len(self.days) + 1
         dated: list[tuple[str, Sequence[UserTurn | Event]]] = [
             ("user.turns", self.user.turns if self.user else []), ("events", self.events)]
@@ -244,6 +300,9 @@ class TaskSpec(_Frozen):
             for n, c in enumerate(getattr(self, group)):
                 if c.after_day is not None and c.after_day > last_day:
                     raise ValueError(f"{group}[{n}].after_day: day {c.after_day} does not exist (the task has {last_day})")
+                for j in (x for x in walk(c) if x.type == "judge" and x.scope is not None and x.scope.day is not None):
+                    if j.scope.day > last_day:
+                        raise ValueError(f"{group}[{n}].scope.day: day {j.scope.day} does not exist (the task has {last_day})")
         if self.scoring.formula:
             from .formula import name_of, parse
 

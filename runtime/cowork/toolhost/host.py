@@ -134,6 +134,9 @@ class ToolHost:
     #: The middleware chain ending in the tool itself; built on the first call, again after add_middleware.
     _chain: Callable[[Any], Any] | None = None
     _fastmcp: Any = None
+    #: Arguments the task hides, per tool: left out of the listing (see toolhost.hidden, whose
+    #: middleware refuses a call that sends one anyway).
+    hidden: dict[str, frozenset[str]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ registration
     def tool(self, name: str | None = None, *, description: str | None = None, annotations: Any = None,
@@ -166,8 +169,10 @@ class ToolHost:
 
     def tools_wire(self) -> list[dict[str, Any]]:
         """The ``tools`` of an MCP ``tools/list`` result, as fastmcp lists them, in registration order."""
+        from .hidden import strip_schema
+
         catalog = self._tool_catalog()
-        return [catalog[name] for name in self._tools]
+        return [strip_schema(catalog[name], self.hidden.get(name)) for name in self._tools]
 
     async def list_tools(self) -> list[ToolInfo]:
         """Every tool served, in registration order, with its catalog entry."""
@@ -268,7 +273,12 @@ class ToolHost:
             for mw in self._middleware:
                 app.add_middleware(mw)
             for entry in self._tools.values():
-                app.tool(name=entry.name, description=entry.description, annotations=entry.annotations)(entry.fn)
+                fn = entry.fn
+                if self.hidden.get(entry.name):
+                    from .hidden import trimmed
+
+                    fn = trimmed(fn, self.hidden[entry.name])
+                app.tool(name=entry.name, description=entry.description, annotations=entry.annotations)(fn)
             self._fastmcp = app
         return self._fastmcp
 

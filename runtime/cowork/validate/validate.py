@@ -13,6 +13,8 @@ from ..agents import make_policy
 from ..agents.scripted import ScriptedPolicy
 from ..episode.run import EpisodeResult, run_task
 from ..errors import CoworkError, SpecError
+from ..grading.grade import completion_bounds, score_bounds, unjudged
+from ..spec.checks import walk
 from ..spec.loader import LoadedSpec, load_spec
 from .probes import probe_rule
 
@@ -34,6 +36,9 @@ class Finding(BaseModel):
     """The spec field at fault, when one is."""
     hint: str | None = None
     """How to repair the spec."""
+    proven: bool = True
+    """False: nothing failed, but the step could not be shown to hold (it needs a judge that
+    was not given): NOT PROVEN, which never counts as proven."""
 
 
 class ValidationReport(BaseModel):
@@ -45,14 +50,20 @@ class ValidationReport(BaseModel):
     """Path of the task.yaml."""
     task: str | None = None
     ok: bool
+    """No step failed."""
+    proven: bool = True
+    """No step failed and every step was proven; ``ok`` with some step NOT PROVEN (a judge
+    check validated without a judge) is reported ``UNPROVEN``, never as proven."""
     findings: list[Finding] = []
 
     def summary(self) -> str:
         """Human-readable lines."""
-        lines = [f"{'VALID  ' if self.ok else 'INVALID'} {_escaped(self.task or '?')} ({_escaped(self.spec)})"]
+        verdict = "INVALID" if not self.ok else "VALID  " if self.proven else "UNPROVEN"
+        lines = [f"{verdict} {_escaped(self.task or '?')} ({_escaped(self.spec)})"]
         for f in self.findings:
             # Details quote grades, and grades quote the agent's file names: escape them.
-            lines.append(f"  {'ok  ' if f.ok else 'FAIL'} {f.step}: {_escaped(f.detail)}")
+            mark = "FAIL" if not f.ok else "ok  " if f.proven else "n/p "
+            lines.append(f"  {mark} {f.step}: {_escaped(f.detail)}")
             if not f.ok and f.hint:
                 lines.append(f"       fix{' ' + _escaped(f.field) if f.field else ''}: {_escaped(f.hint)}")
         return "\n".join(lines)
@@ -118,6 +129,7 @@ async def validate_spec(path: str | Path | LoadedSpec, judge: Any = None, *, reu
         if own:
             await pool.close()
     report.ok = all(f.ok for f in report.findings)
+    report.proven = report.ok and all(f.proven for f in report.findings)
     return report
 
 
@@ -196,7 +208,8 @@ def schema_hint(field: str | None, message: str) -> str:
         ("is a symlink", "replace the link with a copy of the file"),
         ("invalid regular expression", "fix the pattern (RE2 syntax: no look-around, no backreferences)"),
         ("expected a mapping", "write the spec as a mapping of fields (id:, title:, prompt:, ...)"),
-        ("a matcher needs exactly one of", "keep exactly one of equals, contains, regex, glob, one_of, absent"),
+        ("a matcher needs exactly one of", "keep exactly one of equals, contains, regex, glob, one_of, absent, at, "
+                                           "within"),
     ]
     for needle, hint in rules:
         if needle in message:
@@ -217,8 +230,8 @@ class _Steps:
         self.loaded, self.spec, self.judge, self.report, self.pool = loaded, loaded.spec, judge, report, pool
         self.image = ""
         self.runs: dict[str, EpisodeResult] = {}
-        #: Judge checks and rules: unproven without a judge.
-        self.judged = [c for c in (*self.spec.checks, *self.spec.safety) if c.type == "judge"]
+        #: Checks and rules that are or hold a judge: unproven without one.
+        self.judged = [c for c in (*self.spec.checks, *self.spec.safety) if _needs_judge(c)]
 
     def _add(self, **finding: Any) -> None:
         self.report.findings.append(Finding(**finding))
@@ -243,25 +256,32 @@ class _Steps:
         could not be proven without a judge)."""
         o1 = await self._run("oracle")
         g = o1.grade
-        if self.judge is None and self.judged:
-            # Judge items cannot be proven without a judge: the oracle is held to the rest.
-            ok = g.status == "graded" and (g.completion_graded if g.completion_graded is not None else g.completion) \
-                == 1.0 and not g.violations and all(c.status != "not_graded" or c.type == "judge" for c in g.checks)
+        unproven = self.judge is None and bool(self.judged)
+        if unproven:
+            # Judge items cannot be proven without a judge: the oracle is held to the rest. Its
+            # completion with every unjudged check at its best must be full marks (a formula
+            # bounded by interval arithmetic), every other check judged, and no rule violated.
+            by_id = _by_id(self.spec)
+            low, high = completion_bounds(self.spec, g)
+            ok = g.status == "graded" and high >= 1.0 - 1e-9 and not g.violations and \
+                all(c.status != "not_graded" or (unjudged(c) and _needs_judge(by_id.get(c.id))) for c in g.checks)
+            detail = f"completion {low:.2f} with the judges at 0, {high:.2f} at their best: NOT PROVEN without a judge"
         else:
             ok = g.passed and g.score == 1.0
+            detail = f"score {g.score:.2f}"
         self.oracle_calls(o1, ok)
-        self._add(step="oracle", ok=ok,
-                  detail=f"score {g.score:.2f}" + ("" if ok else f" ({g.status}); failing: {_failed(g)}"),
+        self._add(step="oracle", ok=ok, proven=not unproven,
+                  detail=detail + ("" if ok else f" ({g.status}); failing: {_failed(g)}"),
                   field="oracle",
                   hint=None if ok else "make the oracle's tool calls satisfy every check, or fix the checks it fails")
-        if self.judged and self.judge is None:
-            self._add(step="judge", ok=True,
+        if unproven:
+            self._add(step="judge", ok=True, proven=False,
                       detail=f"NOT PROVEN: {len(self.judged)} judge check(s)/rule(s) ("
                              + ", ".join(c.id or c.type for c in self.judged)
                              + ") were not run; without --judge-model nothing shows the oracle earns them, the no-op "
                                "agent misses them or a judge safety rule can fire",
                       field=", ".join(f"{group}[{i}]" for group in ("checks", "safety")
-                                      for i, c in enumerate(getattr(self.spec, group)) if c.type == "judge"),
+                                      for i, c in enumerate(getattr(self.spec, group)) if _needs_judge(c)),
                       hint="run `cowork validate --judge-model M` to prove them")
         return o1
 
@@ -315,7 +335,20 @@ class _Steps:
         nop = self.runs["nop"] = await run_task(self.loaded, ScriptedPolicy([""], name="nop"), image=self.image,
                                                 judge=self.judge, pool=self.pool)
         ok = nop.grade.status == "graded" and not nop.grade.passed
-        self._add(step="nop", ok=ok, detail=f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes"),
+        detail = f"no-op agent scores {nop.grade.score:.2f}" + ("" if ok else " and passes")
+        proven = True
+        if ok and self.judge is None and self.judged:
+            # It fails with the judges at 0; it is proven to fail only if it fails with them
+            # at their best too.
+            high = score_bounds(self.spec, nop.grade)[1]
+            if high >= self.spec.pass_threshold:
+                proven = False
+                detail = (f"NOT PROVEN: the no-op agent scores {nop.grade.score:.2f} with the judges at 0 and up to "
+                          f"{high:.2f} with them at their best (threshold {self.spec.pass_threshold:.2f}); only a "
+                          "judge can show it fails")
+            else:
+                detail += f", at most {high:.2f} whatever the judges say"
+        self._add(step="nop", ok=ok, proven=proven, detail=detail,
                   field="checks", hint=None if ok else "add a completion check that only real work can satisfy")
         return nop
 
@@ -333,10 +366,10 @@ class _Steps:
     async def violation(self) -> EpisodeResult | None:
         """Step ``violation``: the violation script trips a safety rule (None: nothing to prove)."""
         safety = self.spec.safety
-        if not safety or (self.judge is None and all(r.type == "judge" for r in safety)):
-            self._add(step="violation", ok=True, detail=(
+        if not safety or (self.judge is None and all(_needs_judge(r) for r in safety)):
+            self._add(step="violation", ok=True, proven=not safety, detail=(
                 "no safety rules: no violation script needed" if not safety
-                else "NOT PROVEN: every safety rule is a judge rule, and no judge was given"))
+                else "NOT PROVEN: every safety rule is or holds a judge rule, and no judge was given"))
             return None
         vio = await self._run("violation")
         # A violation named, not merely safety unknown: a rule that cannot be judged proves nothing.
@@ -354,12 +387,22 @@ class _Steps:
             rid = self.spec.check_id("safety", i)
             if rid in vio.grade.violations or vio.evidence is None:
                 continue
-            if self.spec.safety[i].type == "judge" and self.judge is None:
-                continue  # reported as not proven by the oracle step
+            if _needs_judge(self.spec.safety[i]) and self.judge is None:
+                continue  # reported as not proven by the judge step
             fired, how = probe_rule(self.spec, i, vio.evidence)
             self._add(step="safety-can-fire", ok=fired, field=f"safety[{i}]", detail=f"rule {rid!r}: {how}",
                       hint=None if fired else "make the violation script break this rule, or give the rule an "
                                               "`example:` it must catch; a rule that can never fire protects nothing")
+
+
+def _needs_judge(check: Any) -> bool:
+    """Whether a check is, or holds, a judge check."""
+    return check is not None and any(c.type == "judge" for c in walk(check))
+
+
+def _by_id(spec: Any) -> dict[str, Any]:
+    """The spec's checks and rules by the id they are reported under."""
+    return {spec.check_id(group, i): c for group in ("checks", "safety") for i, c in enumerate(getattr(spec, group))}
 
 
 #: One problem in pydantic's text for a call's arguments: the argument, the message, its type.
