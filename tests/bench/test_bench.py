@@ -106,6 +106,50 @@ class TestPoolFigures:
         assert [len(t.tool_calls) for t in turns] == [1, 1, 0] and policy.turns == 3
 
 
+
+def _share(after: float, before: float, c: int, spares: int = 1) -> dict:
+    rnd = {"share_pct": after, "acquire_ms": 0.8, "before_first_turn_ms": 2.0, "between_turns_ms": 1.5,
+           "after_last_turn_ms": 6.0, "env_cpu_ms_per_episode": 20.0}
+    return {"concurrency": c, "spares": spares, "cold_starts": {"before": 0, "after": 0}, "after_pct": after,
+            "before_pct": before, "after_nominal_pct": after + 0.4, "before_nominal_pct": before + 0.4,
+            "floor_nominal_pct": 0.4, "after": [rnd], "before": [rnd], "before_acquire_ms": {"p50": 12.0}}
+
+
+class TestEnvShare:
+    ROW = "environment share of a rollout, 200 ms/turn, concurrency {}"
+
+    def _data(self, c4: float, c16: float, think_s: float = 0.2) -> dict:
+        http = {"fresh_client_ms": {"p50": 29.0}, "shared_client_ms": {"p50": 1.2}, "saved_ms_per_turn": 27.8}
+        return {"env_share": {"think_s": think_s, "c4": _share(c4, 6.4, 4), "c16": _share(c16, 9.0, 16, 4),
+                              "http_client": http}}
+
+    def test_both_concurrencies_must_be_under_two_percent(self):
+        v = {x["figure"]: x for x in Report(self._data(1.9, 2.0)).verdicts()}
+        assert v[self.ROW.format(4)]["pass"] and v[self.ROW.format(4)]["value"] == 1.9
+        assert v[self.ROW.format(4)]["shown"] == "1.9 % (1 spare; 6.4 % without)"
+        assert not v[self.ROW.format(16)]["pass"] and v[self.ROW.format(16)]["shown"] == "2.0 % (4 spares; 9.0 % without)"
+
+    def test_another_model_latency_does_not_claim_the_target(self):
+        v = {x["figure"]: x for x in Report(self._data(0.5, 0.5, think_s=1.0)).verdicts()}
+        assert not v[self.ROW.format(4)]["pass"] and not v[self.ROW.format(16)]["pass"]
+
+    def test_table_says_where_the_time_went_and_the_http_client_cost(self):
+        table = Report(self._data(1.5, 1.8)).table()
+        c4 = table.index("environment share detail: c=4: 1.50 % vs 6.40 % before")
+        assert c4 < table.index("environment share detail: c=16: 1.80 %")  # in order of concurrency
+        assert "acquire 0.8 ms (12.0 ms before)" in table and "environment CPU 20 ms" in table
+        assert "new HTTP client vs one shared: p50 29.0 vs 1.20 ms (27.8 ms saved per turn)" in table
+
+    def test_one_part_alone_shows_only_its_rows(self):
+        table = Report({**self._data(1.5, 1.8), "only": "env-share"}).table()
+        assert self.ROW.format(16) in table and "read_file call p50" not in table
+        assert "docker exec" not in table
+
+    def test_quick_plan_measures_both_concurrencies(self):
+        quick, full = Plan.make(True, None), Plan.make(False, None)
+        assert quick.env_share_concurrency == full.env_share_concurrency == (4, 16)
+        assert quick.env_share_rounds == 1 and full.env_share_rounds == 3 and full.think_s == 0.2
+
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
@@ -156,6 +200,14 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
     assert pool["overhead"]["in_flight"] == 8 and pool["overhead"]["ideal_s"] > 0
     assert pool["overhead"]["wall_s"] >= pool["overhead"]["ideal_s"]
 
+    share = data["env_share"]
+    for c in (4, 16):
+        e = share[f"c{c}"]
+        assert e["concurrency"] == c and e["spares"] >= 1 and len(e["after"]) == len(e["before"]) == 1
+        assert e["after"][0]["episodes"] == e["before"][0]["episodes"] == 2 * c
+        assert e["cold_starts"] == {"before": 0, "after": 0} and e["floor_episode_s"][0] >= 9 * 0.2
+    assert share["http_client"]["fresh_client_ms"]["n"] == share["http_client"]["shared_client_ms"]["n"] == 30
+
     assert [t["figure"] for t in data["targets"]] == [t.figure for t in TARGETS]
     assert all(t["value"] is not None for t in data["targets"])
     assert data["left_behind"] == 0
@@ -172,9 +224,10 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     names = ["build cache", "tool-call latency", "stdio bridge (cowork connect)", "HTTP gateway (cowork serve)",
              "sandbox start and idle memory",
              "throughput", "grading",
-             "verified reset", "pool acquire", "environment overhead", "scale"]
+             "verified reset", "pool acquire", "environment overhead",
+             "environment share at concurrency 4", "environment share at concurrency 16", "scale"]
 
-    async def fake_run_bench(plan, spec, before, progress):
+    async def fake_run_bench(plan, spec, before, progress, only=None):
         for n in names:
             progress(n)
         raise KeyboardInterrupt  # stop before a report is needed
@@ -186,4 +239,11 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     assert bench_command.bench(quick=True, as_json=False, scale=None) == 130
     err = capsys.readouterr().err
     assert len(names) == PHASES
-    assert "bench: 1/11 phases" in err and "; build cache" in err and "bench: 10/11 phases" in err
+    assert "bench: 1/13 phases" in err and "; build cache" in err and "bench: 12/13 phases" in err
+
+
+def test_an_unknown_part_is_refused_before_anything_starts(capsys):
+    import cowork.cli.bench as bench_command
+
+    assert bench_command.bench(quick=True, only="nope") == 2
+    assert "no part 'nope'; choose one of env-share" in capsys.readouterr().err

@@ -154,7 +154,7 @@ async def test_what_the_agent_broke_is_scored_0_and_what_broke_outside_is_retrie
             return p
         return make
 
-    async with RolloutRunner(concurrency=1) as runner:
+    async with RolloutRunner(concurrency=1, pool_size=1) as runner:  # no spare: the saboteur's is the one
         # Killed from inside, as a memory blow-up would: the container exists, stopped.
         broke = await runner.rollout([CSV], sabotage(lambda c: c.kill(), at=3), group_size=1)
         # Removed from outside (Docker lost it): infrastructure.

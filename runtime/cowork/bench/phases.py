@@ -77,6 +77,14 @@ class Plan:
     """``cowork connect`` processes timed from spawn to their first answer (and as many handshakes)."""
     gateway_calls: int = 200
     """Tool calls through ``cowork serve`` on one kept-alive connection (and as many on the unix socket)."""
+    env_share_concurrency: tuple[int, ...] = (4, 16)
+    """Episodes in flight for the environment's share of a rollout (``think_s`` per turn)."""
+    env_share_episodes: int = 3
+    """Episodes each of those workers runs back to back per round."""
+    env_share_rounds: int = 3
+    """Rounds of (before, after, floor); the median is reported."""
+    env_share_spares: int | None = None
+    """Spares of the 'after' pool (None: ``spares_for(concurrency)``, the rollout runner's)."""
 
     @classmethod
     def make(cls, quick: bool, scale: int | None) -> "Plan":
@@ -86,7 +94,7 @@ class Plan:
             return cls(quick=True, scale=scale or 8, execs=50, runs=5, throughput_calls=320, grades=10,
                        rebuilds=3, idle_s=1.5, resets=15, acquires=20, pooled_episodes=16, fresh_episodes=4,
                        rate_rounds=1, overhead_inflight=8, overhead_rounds=1, bridge_calls=100, bridge_spawns=3,
-                       gateway_calls=100)
+                       gateway_calls=100, env_share_episodes=2, env_share_rounds=1)
         return cls(quick=False, scale=scale or 100)
 
 

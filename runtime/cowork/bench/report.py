@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import statistics
 from dataclasses import dataclass, field
@@ -134,6 +135,42 @@ TARGETS = [
 ]
 
 
+def _env_share_target(c: int) -> Target:
+    """The row of the environment's share at concurrency ``c`` (issue 26: < 2 % at 4 and 16)."""
+    key = f"c{c}"
+    return Target(f"environment share of a rollout, 200 ms/turn, concurrency {c}", "< 2 % of wall",
+                  lambda r: _g(r, "env_share", key, "after_pct"),
+                  _safe(lambda r: env_share_shown(r["env_share"][key]), "-"),
+                  _safe(lambda r: r["env_share"][key]["after_pct"] < 2 and r["env_share"]["think_s"] == 0.2, False))
+
+
+TARGETS += [_env_share_target(c) for c in (4, 16)]
+
+
+def env_share_shown(e: dict[str, Any]) -> str:
+    """One concurrency's environment share, after and before, in the targets table."""
+    return (f"{e['after_pct']:.1f} % ({e['spares']} spare{'' if e['spares'] == 1 else 's'}; "
+            f"{e['before_pct']:.1f} % without)")
+
+
+def _env_share_of(d: dict, key: str) -> str:
+    return env_share_detail(d["env_share"][key])
+
+
+def env_share_detail(e: dict[str, Any]) -> str:
+    """Where one concurrency's environment time went (medians per episode, 'after' pool)."""
+    rounds = e["after"]
+    mid = lambda key: statistics.median(r[key] for r in rounds)  # noqa: E731
+    return (f"c={e['concurrency']}: {e['after_pct']:.2f} % vs {e['before_pct']:.2f} % before (against turns x "
+            f"200 ms: {e['after_nominal_pct']:.2f} % vs {e['before_nominal_pct']:.2f} %; the floor alone "
+            f"{e['floor_nominal_pct']:.2f} %); per episode: acquire {mid('acquire_ms'):.1f} ms "
+            f"({e['before_acquire_ms']['p50']:.1f} ms before), first turn after {mid('before_first_turn_ms'):.1f} ms, "
+            f"{mid('between_turns_ms'):.1f} ms between turns, {mid('after_last_turn_ms'):.1f} ms after the last"
+            + (f", environment CPU {mid('env_cpu_ms_per_episode'):.0f} ms"
+               if all(r.get("env_cpu_ms_per_episode") is not None for r in rounds) else "")
+            + f"; {e['cold_starts']['after']} cold starts")
+
+
 def overhead_detail(o: dict[str, Any]) -> str:
     """One overhead run (median of its rounds) in words."""
     return (f"{o['overhead_pct']:.1f} % with {o['in_flight']} in flight: wall {o['wall_s']:.2f} s vs ideal "
@@ -166,7 +203,8 @@ class Report:
     def table(self) -> str:
         """The targets table and the baselines, for people."""
         rows = [("figure", "measured", "target", "")]
-        rows += [(v["figure"], v["shown"], v["target"], "pass" if v["pass"] else "MISS") for v in self.verdicts()]
+        shown = [v for v in self.verdicts() if not self.data.get("only") or v["value"] is not None]
+        rows += [(v["figure"], v["shown"], v["target"], "pass" if v["pass"] else "MISS") for v in shown]
         widths = [max(len(r[i]) for r in rows) for i in range(4)]
         line = lambda r: "  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()  # noqa: E731
         out = [line(rows[0]), line(tuple("-" * w for w in widths))] + [line(r) for r in rows[1:]]
@@ -226,5 +264,14 @@ class Report:
         add("overhead detail", lambda d: overhead_detail(d["pool"]["overhead"]))
         if _g(d, "pool", "overhead", "compare"):
             add("overhead with fewer in flight", lambda d: overhead_detail(d["pool"]["overhead"]["compare"]))
+        for key in sorted((k for k in d.get("env_share") or {} if k.startswith("c") and k[1:].isdigit()),
+                          key=lambda k: int(k[1:])):
+            add("environment share detail", functools.partial(_env_share_of, key=key))
+        add("model request, new HTTP client vs one shared", lambda d: (
+            f"p50 {d['env_share']['http_client']['fresh_client_ms']['p50']:.1f} vs "
+            f"{d['env_share']['http_client']['shared_client_ms']['p50']:.2f} ms "
+            f"({d['env_share']['http_client']['saved_ms_per_turn']:.1f} ms saved per turn)"))
         add("left behind at the end", lambda d: str(d["left_behind"]))
+        if d.get("only"):  # one part: its own figures, not a column of dashes for the others'
+            out = [(k, v) for k, v in out if v != "-"]
         return out

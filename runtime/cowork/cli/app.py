@@ -312,9 +312,22 @@ def serve(host: Annotated[str, typer.Option(help="address to bind (default: loop
                                                         "(default: plain HTTP)",
                                                         exists=True, dir_okay=False)] = None,
           keyfile: Annotated[Path | None, typer.Option(help="TLS private key (PEM) (default: none)", exists=True,
-                                                       dir_okay=False)] = None) -> int:
+                                                       dir_okay=False)] = None,
+          openenv: Annotated[list[str] | None, typer.Option(
+              "--openenv", metavar="TASKS", help="serve these tasks (folders, spec datasets; repeatable) as OpenEnv "
+              "environments (/ws, /mcp; docs/training.md) instead of the gateway (default: none)")] = None,
+          reward: Annotated[str, typer.Option(help="with --openenv: score, pass, safety_gated, or turn (per "
+                                                   "step)")] = "score") -> int:
     """Serve running sandboxes to remote MCP clients over streamable HTTP at
-    /sandboxes/<id>/mcp, each behind its own bearer token (`cowork up --http`)."""
+    /sandboxes/<id>/mcp, each behind its own bearer token (`cowork up --http`); with
+    --openenv, serve tasks as OpenEnv environments."""
+    if openenv:
+        if certfile or keyfile or reward not in ("score", "pass", "safety_gated", "turn"):
+            raise CoworkError("--openenv serves plain HTTP on loopback or behind your proxy (no --certfile/--keyfile), "
+                              f"with --reward score, pass, safety_gated or turn (got {reward!r})")
+        from ..integrations.openenv import serve as serve_openenv
+
+        return serve_openenv(openenv, host=host, port=port, reward=reward)  # type: ignore[arg-type]  # checked above
     from . import gateway
 
     return gateway.serve(host=host, port=port, certfile=certfile, keyfile=keyfile)
@@ -612,12 +625,14 @@ def images_prune() -> int:
 @_body
 def bench(quick: Annotated[bool, typer.Option("--quick", help="fewer samples and sandboxes (a smoke run)")] = False,
           as_json: Annotated[bool, typer.Option("--json", help="print every raw figure as JSON")] = False,
-          scale: Annotated[int | None, typer.Option(help="sandboxes started at once (default: 100, --quick 8)")] = None
+          scale: Annotated[int | None, typer.Option(help="sandboxes started at once (default: 100, --quick 8)")] = None,
+          only: Annotated[str | None, typer.Option("--only", help="run one part after the build: env-share "
+                                                   "(the environment's share of a rollout) (default: every part)")] = None
           ) -> int:
-    """Measure tool-call latency, start time, memory, scale, throughput."""
+    """Measure tool-call latency, start time, memory, scale, throughput, the environment's share."""
     from .bench import bench as run_bench_command
 
-    return run_bench_command(quick, as_json, scale)
+    return run_bench_command(quick, as_json, scale, only=only)
 
 
 # --------------------------------------------------------------------------- entry point

@@ -1,4 +1,4 @@
-"""``cowork bench [--quick] [--json] [--scale N]``: runs :func:`cowork.bench.run_bench` with a
+"""``cowork bench [--quick] [--json] [--scale N] [--only env-share]``: runs :func:`cowork.bench.run_bench` with a
 progress bar over its phases, removes whatever it started (also on Ctrl-C or SIGTERM), and
 prints the report. The measuring itself is :mod:`cowork.bench`'s.
 """
@@ -12,14 +12,14 @@ import signal
 import sys
 from pathlib import Path
 
-from ..bench import PHASES, Plan, run_bench
+from ..bench import ONLY, PHASES, Plan, run_bench
 from . import exits
 
 log = logging.getLogger(__name__)
 
 
 def bench(quick: bool = False, as_json: bool = False, scale: int | None = None,
-          spec: str | Path | None = None) -> int:
+          spec: str | Path | None = None, only: str | None = None) -> int:
     """Measure every figure and print the report (a table, or the raw figures as JSON).
 
     Args:
@@ -27,6 +27,7 @@ def bench(quick: bool = False, as_json: bool = False, scale: int | None = None,
         as_json: Print every raw figure as JSON (and no progress bar).
         scale: Sandboxes started at once (default: ``Plan.make``'s).
         spec: Task folder to run; default fix-csv-report.
+        only: Run only this part after the build (``env-share``).
 
     Returns:
         0 when the run completed (targets missed are reported, not failed); 130 when
@@ -39,13 +40,16 @@ def bench(quick: bool = False, as_json: bool = False, scale: int | None = None,
     from ..engine.client import get_client
     from ..rollouts.progress import ProgressReport
 
+    if only is not None and only not in ONLY:
+        print(f"cowork bench: no part {only!r}; choose one of {', '.join(ONLY)}", file=sys.stderr)
+        return exits.BAD_INPUT
     get_client()  # a clear DockerUnavailable before anything starts
     plan = Plan.make(quick, scale)
     before = set(probes.session_containers())
 
     # A bar over the phases on a terminal (plain lines when piped): each phase is done when
     # the next one begins.
-    phases = ProgressReport("bench", "phases", PHASES, enabled=not as_json)
+    phases = ProgressReport("bench", "phases", ONLY[only] if only else PHASES, enabled=not as_json)
     current: list[str] = []
 
     def progress(msg: str) -> None:
@@ -59,7 +63,7 @@ def bench(quick: bool = False, as_json: bool = False, scale: int | None = None,
         # Until the event loop takes over SIGTERM, turn it into the same path as Ctrl-C.
         signal.signal(signal.SIGTERM, _raise_interrupt)
         with phases:
-            report = asyncio.run(run_bench(plan, spec, before, progress))
+            report = asyncio.run(run_bench(plan, spec, before, progress, only=only))
             if current:
                 phases.advance(current.pop())
     except (KeyboardInterrupt, asyncio.CancelledError):

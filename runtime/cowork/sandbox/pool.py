@@ -8,6 +8,12 @@ Every sandbox it hands out is either fresh or was reset and verified: its state 
 ``server/reset.py``) equals the one recorded when it first started. A reset that fails or
 does not verify, a failed health check, a sandbox past ``max_uses`` or one that died is
 removed and never handed out again.
+
+Resets run in the background, off the episode's critical path: a released sandbox is reset
+while the next episode already runs in a spare (``spares``), so in back-to-back group
+sampling an acquire takes a verified sandbox instead of waiting for the reset of the one
+just released (issue 26: the acquire's p50 in back-to-back episodes at concurrency 4 fell
+from 39 to 11 ms with one spare on 2 loaded cores; docs/performance.md, "environment share").
 """
 
 from __future__ import annotations
@@ -35,6 +41,18 @@ RESET_WAIT_S = 1.0
 BUNDLES = "bundles"
 
 
+def spares_for(concurrency: int) -> int:
+    """Spares a pool keeps beyond ``concurrency`` episodes in flight: one per four, at least one.
+
+    One spare covers an episode whose acquire follows its own release (group sampling);
+    episodes that end together (a fixed model latency keeps them in step) each want one, and
+    a reset takes ~10 ms against the few milliseconds between their ends, so a quarter of the
+    episodes in flight keeps most acquires off a reset. Each spare costs an idle sandbox
+    (~22 MiB). Measured by ``cowork bench`` (the environment-share phase).
+    """
+    return max(1, concurrency // 4)
+
+
 @dataclass
 class _TaskSlots:
     """The sandboxes of one task image."""
@@ -48,6 +66,8 @@ class _TaskSlots:
     starting: int = 0
     resetting: int = 0
     target: int = 0
+    resets: dict = field(default_factory=dict)
+    """The background reset of each sandbox being reset (sandbox -> task), cancelled by close()."""
 
     @property
     def total(self) -> int:
@@ -67,6 +87,12 @@ class SandboxPool:
             warm sandbox of another task to make room, or waits for a release.
         target_per_task: Warm sandboxes kept ready per task once it was used (refilled in the
             background; 0: only what releases bring back).
+        spares: Sandboxes kept ready per task beyond those checked out, within the size limits:
+            after each acquire, and when a sandbox is retired, the pool starts sandboxes in the
+            background until this many are warm, starting or resetting. An acquire right after
+            a release then takes a spare that is already verified instead of waiting for that
+            release's reset. Size the pool for the episodes in flight plus ``spares``
+            (:func:`spares_for`).
         max_uses: Episodes one sandbox serves before it is replaced by a fresh one.
         idle_timeout_s: Warm sandboxes unused this long are closed.
         backend: Where sandboxes run (a name from ``cowork.sandbox.backend`` or an instance).
@@ -82,12 +108,15 @@ class SandboxPool:
 
     def __init__(self, *, max_per_task: int = 8, max_total: int = 32, target_per_task: int = 0,
                  max_uses: int = 100, idle_timeout_s: float = 300.0, backend: Any = None,
-                 ready_timeout: float = 60.0, bundles: bool = False):
+                 ready_timeout: float = 60.0, bundles: bool = False, spares: int = 0):
         if max_per_task < 1 or max_total < 1 or max_uses < 1:
             raise ValueError("max_per_task, max_total and max_uses must be at least 1")
+        if spares < 0:
+            raise ValueError(f"spares must be at least 0, got {spares}")
         self.max_per_task = max_per_task
         self.max_total = max_total
         self.target_per_task = target_per_task
+        self.spares = spares
         self.max_uses = max_uses
         self.idle_timeout_s = idle_timeout_s
         self.backend = backend
@@ -201,13 +230,14 @@ class SandboxPool:
             raise SandboxError(f"task {sb.spec.id}: release of {sb.name} refused: the episode's evidence was not "
                                "exported; call export_evidence() first or pass discard_evidence=True")
         slots.busy.discard(sb)
-        if self._closed or sb.uses >= self.max_uses:
-            if not self._closed:
-                self.stats["retired_max_uses"] += 1
+        if self._closed or sb.uses >= self.max_uses or not sb.resettable:
+            if not self._closed:  # worn out, or an http service without a reset endpoint: recycled
+                self.stats["retired_max_uses" if sb.resettable else "retired_no_reset"] += 1
             self._spawn(self._retire(sb))
+            self._refill(slots)  # its replacement starts now, not in the next episode's acquire
             return
         slots.resetting += 1
-        self._spawn(self._reset(slots, sb, discard_evidence))
+        slots.resets[sb] = self._spawn(self._reset(slots, sb, discard_evidence))
 
     async def discard(self, sb: Sandbox) -> None:
         """Remove ``sb`` for good (the agent broke it, or it failed): never handed out again."""
@@ -266,18 +296,29 @@ class SandboxPool:
             await asyncio.gather(*list(self._background), return_exceptions=True)
 
     async def close(self) -> None:
-        """Remove every sandbox of the pool (in use ones too) and stop its background work."""
+        """Remove every sandbox of the pool (in use ones too) and stop its background work.
+
+        Resets still running are cancelled, not awaited (a reset draining a hung tool call may
+        take the tool's timeout plus 30 s): their sandboxes are removed like the others.
+        Starts are awaited, then their sandboxes removed.
+        """
         self._closed = True
         if self._janitor is not None:
             self._janitor.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._janitor
+        for slots in self._tasks.values():
+            for task in slots.resets.values():
+                task.cancel()
         await self.wait_idle()
         doomed = []
         for slots in self._tasks.values():
-            doomed += list(slots.warm) + list(slots.busy)
+            # A reset cancelled before it ran never removed its sandbox: it goes here.
+            doomed += list(slots.warm) + list(slots.busy) + list(slots.resets)
+            slots.resetting -= len(slots.resets)
             slots.warm.clear()
             slots.busy.clear()
+            slots.resets.clear()
         await asyncio.gather(*(sb.stop() for sb in doomed), return_exceptions=True)
         if self._bundle_root is not None:
             import shutil
@@ -397,7 +438,11 @@ class SandboxPool:
         self._idle_since[sb.id] = time.monotonic()
 
     def _refill(self, slots: _TaskSlots) -> None:
-        missing = slots.target - len(slots.warm) - slots.starting - slots.resetting
+        """Start, in the background, what it takes to have the task's target (or its spares)
+        warm, starting or resetting; a reset is counted as ready (milliseconds, not a second)."""
+        if self._closed:
+            return
+        missing = max(slots.target, self.spares) - len(slots.warm) - slots.starting - slots.resetting
         for _ in range(max(0, missing)):
             if not self._room(slots):
                 break
@@ -409,15 +454,23 @@ class SandboxPool:
         await self._start_warm(slots)
 
     async def _reset(self, slots: _TaskSlots, sb: Sandbox, discard_evidence: bool) -> None:
+        """Reset and verify ``sb`` in the background; warm again only once its hash verified."""
         try:
             await sb.reset(discard_evidence=discard_evidence)
+        except asyncio.CancelledError:  # close() while resetting: removed, never half-reset and warm
+            slots.resets.pop(sb, None)
+            slots.resetting -= 1
+            await asyncio.shield(self._retire(sb))
+            raise
         except Exception as exc:  # not verified, failed, or the sandbox died: replace it
+            slots.resets.pop(sb, None)
             slots.resetting -= 1
             self.stats["reset_failed"] += 1
             log.warning("task %s: reset of %s failed, replacing it: %s", slots.loaded.spec.id, sb.name, exc)
             await self._retire(sb)
             self._refill(slots)
             return
+        slots.resets.pop(sb, None)
         slots.resetting -= 1
         self.stats["resets"] += 1
         if self._closed:
@@ -441,10 +494,11 @@ class SandboxPool:
             async with self._cond:
                 self._cond.notify_all()
 
-    def _spawn(self, coro) -> None:
+    def _spawn(self, coro) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+        return task
 
     async def _janitor_loop(self) -> None:
         """Close sandboxes idle past the timeout; keep each task's warm target."""
@@ -459,4 +513,4 @@ class SandboxPool:
                     self._spawn(self._retire(sb))
 
 
-__all__ = ["SandboxPool"]
+__all__ = ["SandboxPool", "spares_for"]
