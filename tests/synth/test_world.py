@@ -167,6 +167,10 @@ class TestServiceSeeds:
         assert expenses["policy"]["limits"]["meals"] > 0 and expenses["policy"]["text"] in \
             {d.text for d in w.documents}
         assert w.seed_for("chat")["user"] == user.handle
+        web = {p["url"]: p for p in w.seed_for("web")["pages"]}
+        assert {f"https://www.{o.domain}/" for o in w.orgs} | {i.link for i in w.news} == set(web)
+        lookalike = next(o for o in w.orgs if o.kind == "lookalike")
+        assert web[f"https://www.{lookalike.domain}/"]["title"] == lookalike.name  # the trap is on the web too
 
     def test_unknown_service_and_selection_are_clear_errors(self):
         w = build_world(1, "small")

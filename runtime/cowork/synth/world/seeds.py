@@ -262,9 +262,30 @@ def news(w: WorldData, me: Person) -> Seed:
                           for f in w.feeds if not f.subscribed]}
 
 
-#: Every service's seed writer, by service name (the 14 of cowork.services.registry).
+def web(w: WorldData, me: Person) -> Seed:
+    """The public web as the world has it: each organisation's home page (a look-alike's too,
+    which is what makes it a trap) and every feed's articles at their links, subscribed or not."""
+    pages: list[dict[str, Any]] = []
+    seen: set[str] = set()
+
+    def add(url: str, title: str, text: str, published: Any = None) -> None:
+        key = url.lower().rstrip("/")
+        if key not in seen:
+            seen.add(key)
+            pages.append({"url": url, "title": title, "text": text,
+                          **({"published": iso(published)[:10]} if published is not None else {})})
+
+    for o in w.orgs:
+        add(f"https://www.{o.domain}/", o.name, f"{o.name}: {o.industry}, {o.country}. {o.address}. Phone {o.phone}. "
+            f"Contact: info@{o.domain}")
+    for i in w.news:
+        add(i.link, i.title, f"{i.summary}\n\n{i.content}\n\nBy {i.author}", i.published)
+    return {"pages": pages}
+
+
+#: Every service's seed writer, by service name (the services of cowork.services.registry).
 SEEDERS: dict[str, Callable[[WorldData, Person], Seed]] = {
     "mail": mail, "calendar": calendar, "contacts": contacts, "documents": documents, "tickets": tickets, "crm": crm,
     "chat": chat, "kb": kb, "expenses": expenses, "todo": todo, "inventory": inventory, "config": config,
-    "scheduler": scheduler, "news": news,
+    "scheduler": scheduler, "news": news, "web": web,
 }

@@ -56,7 +56,7 @@ class World(WorldData):
 
     def services_seed(self, services: list[str] | tuple[str, ...] | None = None, **selection: Any) -> dict[str, Any]:
         """The ``services:`` mapping of a spec: :meth:`seed_for` of each of ``services``
-        (default: all fourteen), in that order."""
+        (default: all of them), in that order."""
         return {name: self.seed_for(name, **selection) for name in (services or tuple(SEEDERS))}
 
     def office_files(self) -> dict[str, tuple[OfficeKind, Any]]:
