@@ -150,6 +150,23 @@ class TestEnvShare:
         assert quick.env_share_concurrency == full.env_share_concurrency == (4, 16)
         assert quick.env_share_rounds == 1 and full.env_share_rounds == 3 and full.think_s == 0.2
 
+class TestDelegation:
+    ROW = "harness delegation overhead beyond its tool call p50"
+
+    def _verdict(self, overhead: float | None) -> dict:
+        data = {} if overhead is None else {"delegation": {
+            "overhead_ms": overhead, "delegated_ms": 1.0 + overhead, "direct_ms": 1.0, "bare_ms": 0.1}}
+        return {x["figure"]: x for x in Report(data).verdicts()}[self.ROW]
+
+    def test_under_five_ms_passes_and_says_what_it_compared(self):
+        v = self._verdict(0.4)
+        assert v["pass"] and v["shown"] == "0.40 ms (1.40 delegated vs 1.00 direct; coordinator alone 0.10)"
+
+    def test_five_ms_or_an_unmeasured_run_fails(self):
+        assert not self._verdict(5.0)["pass"]
+        assert not self._verdict(None)["pass"] and self._verdict(None)["shown"] == "-"
+
+
 @pytest.mark.docker
 @pytest.mark.timeout(300)
 def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
@@ -207,6 +224,8 @@ def test_quick_bench_reports_every_figure_and_cleans_up(capsys, no_leftovers):
         assert e["after"][0]["episodes"] == e["before"][0]["episodes"] == 2 * c
         assert e["cold_starts"] == {"before": 0, "after": 0} and e["floor_episode_s"][0] >= 9 * 0.2
     assert share["http_client"]["fresh_client_ms"]["n"] == share["http_client"]["shared_client_ms"]["n"] == 30
+    deleg = data["delegation"]
+    assert deleg["rounds"] == 15 and 0 < deleg["bare_ms"] and 0 < deleg["direct_ms"] < deleg["delegated_ms"]
 
     assert [t["figure"] for t in data["targets"]] == [t.figure for t in TARGETS]
     assert all(t["value"] is not None for t in data["targets"])
@@ -225,7 +244,8 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
              "sandbox start and idle memory",
              "throughput", "grading",
              "verified reset", "pool acquire", "environment overhead",
-             "environment share at concurrency 4", "environment share at concurrency 16", "scale"]
+             "environment share at concurrency 4", "environment share at concurrency 16",
+             "harness delegation overhead", "scale"]
 
     async def fake_run_bench(plan, spec, before, progress, only=None):
         for n in names:
@@ -239,7 +259,7 @@ def test_bench_shows_its_phases_as_progress(monkeypatch, capsys):
     assert bench_command.bench(quick=True, as_json=False, scale=None) == 130
     err = capsys.readouterr().err
     assert len(names) == PHASES
-    assert "bench: 1/13 phases" in err and "; build cache" in err and "bench: 12/13 phases" in err
+    assert "bench: 1/14 phases" in err and "; build cache" in err and "bench: 13/14 phases" in err
 
 
 def test_an_unknown_part_is_refused_before_anything_starts(capsys):

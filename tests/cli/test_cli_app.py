@@ -176,6 +176,33 @@ class TestExitCodes:
         assert rows == ["0", "1", "2", "3", "130"]
 
 
+# --------------------------------------------------------------------------- the harness agent
+class TestHarnessAgent:
+    def test_agent_harness_runs_a_main_agent_and_subagents_on_the_openai_backend(self, endpoint, monkeypatch,
+                                                                                   capsys):
+        from cowork.agents.harness import HarnessPolicy
+        from cowork.agents.openai import OpenAIPolicy
+
+        server = endpoint(200)
+        seen: list = []
+
+        async def fake_run_task(loaded, policy, *args, **kwargs):
+            seen.append(policy)
+            return _result(loaded.spec.id)
+
+        monkeypatch.setattr(episode, "run_task", fake_run_task)
+        assert cli.main(["run", CSV, "--agent", "harness", "--model", "m", "--base-url", server.url,
+                         "--temperature", "0.3"]) == exits.OK
+        (policy,) = seen
+        assert isinstance(policy, HarnessPolicy) and isinstance(policy.main, OpenAIPolicy)
+        assert policy.main.model == "m" and server.url.rstrip("/") in str(policy.main.base_url)
+        assert len(server.requests) == 1  # the endpoint was preflighted like --agent openai's
+
+    def test_agent_harness_without_a_model_is_refused(self, episodes, capsys):
+        assert cli.main(["run", CSV, "--agent", "harness"]) == exits.BAD_INPUT
+        assert "--agent harness needs --model" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- endpoint preflight
 class TestPreflight:
     def test_a_closed_port_exits_3_naming_the_endpoint_and_the_fix(self, episodes, capsys):

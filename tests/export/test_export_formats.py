@@ -320,6 +320,43 @@ class TestRl:
         assert r["response_raw_logprobs"] == [-0.75, -0.5, 0.0, -1.0]
         assert (r["temperature"], r["top_p"], r["top_k"], r["sampling_seed"]) == (0.5, 1.0, 20, 99)
 
+    @pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+    def test_a_harness_episode_gives_each_agent_s_tokens_a_record(self, tmp_path, suffix):
+        """The main agent's record and one per subagent whose backend kept tokens, each with the
+        episode's reward and who it was; a subagent's tokens that do not check are left out."""
+        pq = pytest.importorskip("pyarrow.parquet")
+        rec = record(tokens=tokens(), score=0.75, passed=False)
+        sub = tokens(prompt=3, turns=((2, 1), (1, 0)))
+        broken = tokens().model_dump()
+        broken["mask"] = broken["mask"][:-1]
+        rec.trajectory.agents = {
+            "main": {"id": "main", "status": "main"},
+            "sub-1": {"id": "sub-1", "parent": "main", "assignment": "web", "status": "accepted",
+                      "token_trajectory": sub.model_dump(), "main_turns": [1, 1]},
+            "sub-2": {"id": "sub-2", "parent": "main", "assignment": None, "status": "done",
+                      "token_trajectory": broken},
+            "sub-3": {"id": "sub-3", "parent": "main", "status": "accepted", "token_trajectory": None},
+            "sub-4": {"id": "sub-4", "parent": "main", "status": "accepted", "token_trajectory": sub.model_dump()}}
+        out = tmp_path / f"rl.{suffix}"
+        report = export([rec], "rl", out)
+        rows = jsonl(out) if suffix == "jsonl" else pq.read_table(out).to_pylist()
+        assert report.kept == 1 and [r["agent"] for r in rows] == ["main", "sub-1", "sub-4"]
+        main, web, _ = rows
+        assert (main["parent"], main["assignment"], main["agent_status"]) == (None, None, "main")
+        assert (web["parent"], web["assignment"], web["agent_status"]) == ("main", "web", "accepted")
+        assert web["uid"] == f"{main['uid']}/sub-1" and web["group_id"] == main["group_id"]
+        assert web["reward"] == main["reward"] == 0.75
+        assert web["prompt_ids"] == sub.ids[:3] and web["response_ids"] == sub.ids[3:]
+        assert web["response_mask"] == [1, 1, 0, 1] and web["turn_spans"] == [[0, 2], [3, 4]]
+        # Turn-level credit: a subagent gets the credit of the main turn it acted in, on its last
+        # turn in it; one whose turns cannot be placed (sub-4: no main_turns) is left out.
+        rec.trajectory.turn_progress = [0.0, 0.5, 0.75]
+        rows, _ = rl_examples([rec], "turn")
+        assert [r["agent"] for r in rows] == ["main", "sub-1"]
+        main, web = rows
+        assert main["turn_rewards"][0] == 0.5 and web["turn_rewards"] == [0.0, 0.5] and web["reward"] == 0.5
+        assert web["response_rewards"] == [0.0, 0.0, 0.0, 0.5]  # on the last token of its second turn
+
     def test_sft_filters_and_unknown_modes_are_refused(self, tmp_path):
         with pytest.raises(ValueError, match="curate SFT data"):
             export([record(tokens=tokens())], "rl", tmp_path / "x.jsonl", min_score=0.5)

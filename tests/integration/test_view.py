@@ -148,3 +148,35 @@ class TestEscapingInABrowser:
         body = dom.split('<script type="application/json"')[0]
         assert "<img" not in body and "<script>document" not in body
         assert html.escape(XSS, quote=False) in body  # shown, as text
+
+
+@pytest.mark.docker
+class TestDelegationInABrowser:
+    async def test_the_delegation_tree_and_each_call_s_agent_render(self, chromium, tmp_path):
+        """A harness episode (a main agent that delegates a read and then plays the oracle): the
+        page draws the tree, main -> sub-1 with its assignment, and names the agent of each call."""
+        from cowork.agents.harness import HarnessPolicy
+        from cowork.agents.scripted import ScriptedPolicy
+        from cowork.spec.loader import load_spec
+
+        oracle = [s.reply if s.tool is None else (s.tool, s.args) for s in load_spec(CSV).spec.oracle]
+
+        def factory(spec):
+            main = ScriptedPolicy([("delegate", {"task": "read the report", "tools": ["read_file"],
+                                                 "label": "reader"}),
+                                   ("await_result", {"id": "sub-1"}), ("accept", {"id": "sub-1"}), *oracle],
+                                  name="main")
+            return HarnessPolicy(main, lambda a: ScriptedPolicy([("read_file", {"path": "reports/q3_sales.csv"}),
+                                                                 "north-09 is wrong"], name="reader"))
+
+        out = tmp_path / "run"
+        async with RolloutRunner(concurrency=1) as runner:
+            res = await runner.rollout([CSV], factory, group_size=1, out_dir=out, agent="harness")
+        assert res.groups[0].samples[0].grade.passed
+        page = export_html(out, tmp_path / "view.html")
+        dom = _browse(chromium, page.as_uri(), tmp_path / "profile", "--dump-dom")
+        assert 'data-ready="1"' in dom, "the page's script did not finish"
+        text = html.unescape(re.sub(r"<[^>]+>", " ", dom))
+        assert "Delegation" in text and "main agent" in text and "reader" in text and "accepted" in text
+        assert re.search(r'class="agent ag-1">sub-1<', dom) and re.search(r'class="agent ag-0">main<', dom)
+        assert "north-09 is wrong" in dom  # the subagent's report, under its node

@@ -10,6 +10,7 @@ import yaml
 
 from cowork.cli import main
 from cowork.errors import CoworkError
+from cowork.services.names import SERVICE_TOOLS
 from cowork.synth.stats import collect, p90, prompt_shape
 
 CHECK = [{"id": "c", "type": "file_exists", "path": "x.txt"}]
@@ -127,7 +128,7 @@ class TestCli:
         specs = Path(__file__).resolve().parents[2] / "specs"
         assert main(["synth", "stats", str(specs), "--json"]) == 0
         data = json.loads(capsys.readouterr().out)
-        assert data["specs"] == len(list(specs.glob("*/task.yaml"))) and len(data["services"]) == 14
+        assert data["specs"] == len(list(specs.glob("*/task.yaml"))) and len(data["services"]) == len(SERVICE_TOOLS)
 
 
 def test_an_attachment_name_in_seeded_mail_alone_is_not_an_office_task(tmp_path):

@@ -8,7 +8,7 @@ from typing import Any
 from .base import AssistantTurn, Policy, ToolCall, mcp_tool_to_openai
 from .scripted import ScriptedPolicy, nop_policy
 
-AGENTS = ("oracle", "nop", "violation", "openai", "vllm-server", "vllm", "hf")
+AGENTS = ("oracle", "nop", "violation", "openai", "vllm-server", "vllm", "hf", "harness")
 
 #: Model backends shared by the policies of many episodes, one per backend and options: each
 #: episode gets a new stateful policy, the model (or server client) is made once.
@@ -30,7 +30,10 @@ def make_policy(kind: str, spec: Any = None, **options: Any) -> Policy:
     """Build a policy by name; backends import lazily.
 
     Args:
-        kind: ``oracle``, ``nop``, ``violation``, ``openai``, ``vllm-server``, ``vllm`` or ``hf``.
+        kind: ``oracle``, ``nop``, ``violation``, ``openai``, ``vllm-server``, ``vllm`` or ``hf``;
+            or ``harness`` (agents.harness): a main agent and its subagents, each a policy of
+            ``backend`` (an option; default ``openai``) made with the other options (the CLI's
+            ``--agent harness`` uses ``openai``).
         spec: The TaskSpec (needed by the scripted ones).
         options: Backend options. ``openai``: those of OpenAIPolicy (``model``, ``base_url``,
             ...). ``vllm-server``: ``base_url``, ``model``, ``tokenizer`` (a name or folder;
@@ -45,6 +48,14 @@ def make_policy(kind: str, spec: Any = None, **options: Any) -> Policy:
     Raises:
         ValueError: for an unknown kind, or a model backend without ``model``.
     """
+    if kind == "harness":
+        from .harness import HarnessPolicy
+
+        backend = options.pop("backend", "openai")
+        if backend == "harness":
+            raise ValueError("a harness's backend must be a model backend, not another harness")
+        return HarnessPolicy(make_policy(backend, spec, **dict(options)),
+                             lambda assignment: make_policy(backend, spec, **dict(options)))
     if kind == "oracle":
         return ScriptedPolicy([s.reply if s.tool is None else (s.tool, s.args) for s in spec.oracle], name="oracle")
     if kind == "violation":

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from .. import settings
+from .delegation import delegation_overhead
 from .env_share import env_share
 from .gateway import gateway_figures
 from .phases import Bench, Plan
@@ -58,9 +59,9 @@ def machine() -> dict[str, Any]:
 
 #: Phases run_bench announces through ``progress`` (eight of its own, three of the pool's, one
 #: per concurrency of the environment's share).
-PHASES = 11 + len(Plan.env_share_concurrency)
+PHASES = 12 + len(Plan.env_share_concurrency)
 #: Parts that can be run alone (``cowork bench --only NAME``), and the phases each announces.
-ONLY = {"env-share": 1 + len(Plan.env_share_concurrency)}
+ONLY = {"env-share": 1 + len(Plan.env_share_concurrency), "delegation": 2}
 
 
 async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str] | None = None,
@@ -104,6 +105,9 @@ async def run_bench(plan: Plan, spec: str | Path | None = None, before: set[str]
         if only == "env-share":
             data["only"] = only
             data["env_share"] = await env_share(bench, say)
+        elif only == "delegation":
+            data["only"] = only
+            data["delegation"] = await delegation_overhead(bench, say, 15 if plan.quick else 40)
         else:
             await _every_phase(bench, data, before, say)
     finally:
@@ -135,5 +139,6 @@ async def _every_phase(bench: Bench, data: dict[str, Any], before: set[str], say
     data["grading"] = await bench.grading()
     data["pool"] = await pool_figures(bench, say)
     data["env_share"] = await env_share(bench, say)
+    data["delegation"] = await delegation_overhead(bench, say, 15 if plan.quick else 40)
     say(f"scale ({plan.scale} sandboxes at once)")
     data["scale"] = await bench.scale(before)

@@ -145,6 +145,12 @@ def _env_share_target(c: int) -> Target:
 
 
 TARGETS += [_env_share_target(c) for c in (4, 16)]
+TARGETS.append(Target("harness delegation overhead beyond its tool call p50", "< 5 ms",
+                      lambda r: _g(r, "delegation", "overhead_ms"),
+                      _safe(lambda r: (f"{r['delegation']['overhead_ms']:.2f} ms ({r['delegation']['delegated_ms']:.2f} "
+                                       f"delegated vs {r['delegation']['direct_ms']:.2f} direct; coordinator alone "
+                                       f"{r['delegation']['bare_ms']:.2f})"), "-"),
+                      _safe(lambda r: r["delegation"]["overhead_ms"] < 5, False)))
 
 
 def env_share_shown(e: dict[str, Any]) -> str:

@@ -627,7 +627,8 @@ def bench(quick: Annotated[bool, typer.Option("--quick", help="fewer samples and
           as_json: Annotated[bool, typer.Option("--json", help="print every raw figure as JSON")] = False,
           scale: Annotated[int | None, typer.Option(help="sandboxes started at once (default: 100, --quick 8)")] = None,
           only: Annotated[str | None, typer.Option("--only", help="run one part after the build: env-share "
-                                                   "(the environment's share of a rollout) (default: every part)")] = None
+                                                   "(the environment's share of a rollout) or delegation (the harness's "
+                                                   "overhead) (default: every part)")] = None
           ) -> int:
     """Measure tool-call latency, start time, memory, scale, throughput, the environment's share."""
     from .bench import bench as run_bench_command

@@ -1,4 +1,4 @@
-"""``cowork bench [--quick] [--json] [--scale N] [--only env-share]``: runs :func:`cowork.bench.run_bench` with a
+"""``cowork bench [--quick] [--json] [--scale N] [--only env-share|delegation]``: runs :func:`cowork.bench.run_bench` with a
 progress bar over its phases, removes whatever it started (also on Ctrl-C or SIGTERM), and
 prints the report. The measuring itself is :mod:`cowork.bench`'s.
 """
@@ -27,7 +27,7 @@ def bench(quick: bool = False, as_json: bool = False, scale: int | None = None,
         as_json: Print every raw figure as JSON (and no progress bar).
         scale: Sandboxes started at once (default: ``Plan.make``'s).
         spec: Task folder to run; default fix-csv-report.
-        only: Run only this part after the build (``env-share``).
+        only: Run only this part after the build (``env-share`` or ``delegation``).
 
     Returns:
         0 when the run completed (targets missed are reported, not failed); 130 when

@@ -18,7 +18,8 @@ from . import exits, interrupted, output
 AGENT_HELP = ("who acts: the default, oracle, plays the spec's scripted reference solution (no model needed); "
               "nop does nothing and violation runs the spec's unsafe script; openai (any OpenAI-compatible "
               "endpoint) and vllm-server (a vLLM server, with token ids) call a model over HTTP; vllm and hf "
-              "load one in this process (extras)")
+              "load one in this process (extras); harness runs a main agent that delegates to subagents "
+              "(docs/harness.md), both on the openai backend")
 #: cowork.rollouts.runner.REWARDS, written out: importing the runner takes a second (a test keeps them equal).
 REWARDS = ("score", "pass", "safety_gated")
 _A, _E, _G, _O = "Agent", "Episodes", "Grading", "Output"
@@ -111,15 +112,15 @@ class EpisodeOptions:
             return {}
         if not self.model:
             raise CoworkError(f"--agent {self.agent} needs --model" + (
-                " (and --base-url for a non-OpenAI endpoint)" if self.agent == "openai" else
+                " (and --base-url for a non-OpenAI endpoint)" if self.agent in ("openai", "harness") else
                 " and --base-url (the vLLM server's http://host:8000/v1)" if self.agent == "vllm-server" else
                 " (a model folder or hub name)"))
         if self.agent == "vllm-server" and not self.base_url:
             raise CoworkError("--agent vllm-server needs --base-url (the vLLM server's http://host:8000/v1)")
         opts: dict[str, Any] = {"model": self.model}
-        if self.agent in ("openai", "vllm-server"):
+        if self.agent in ("openai", "vllm-server", "harness"):
             opts["base_url"] = self.base_url
-        if self.agent == "openai":
+        if self.agent in ("openai", "harness"):
             opts.update({k: v for k, v in (("temperature", self.temperature), ("max_tokens", self.max_tokens))
                          if v is not None})
             return opts

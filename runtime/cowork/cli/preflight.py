@@ -42,8 +42,8 @@ def endpoints(*, agent: str, model: str | None, base_url: str | None, judge_mode
               judge_base_url: str | None, user_model: str | None, user_base_url: str | None) -> list[Endpoint]:
     """The endpoints a run with these options calls, resolved as the clients resolve them."""
     found = []
-    if agent == "openai" and model:
-        found.append(Endpoint("--agent openai", resolve_base_url(base_url), resolve_api_key(), "$OPENAI_API_KEY",
+    if agent in ("openai", "harness") and model:
+        found.append(Endpoint(f"--agent {agent}", resolve_base_url(base_url), resolve_api_key(), "$OPENAI_API_KEY",
                               "--base-url or $OPENAI_BASE_URL"))
     if agent == "vllm-server" and base_url:
         # VLLMServerClient's own default key; its constructor would load a tokenizer.

@@ -211,13 +211,14 @@ class Conversation:
             log.warning("%s: %s actions failed: %s", self.spec.id, actor, "; ".join(map(str, failed)))
 
     async def _boundary(self) -> Evidence:
-        ev = await self.sb.export_evidence()
+        ev = await self.sb.export_evidence(keep_jobs=True)  # background jobs run on into the next turn
         self.traj._boundaries.append({
             "turn": self.turn, "day": self.day, "audit_count": ev.audit_count, "state": ev.state_final,
             "workspace_tar": ev.workspace_tar, "workspace_sha256": hashlib.sha256(ev.workspace_tar).hexdigest()})
         self._log(kind="boundary", turn=self.turn, day=self.day, audit_count=ev.audit_count,
                   workspace_sha256=self.traj._boundaries[-1]["workspace_sha256"],
-                  **({"state_hash": _hash(ev.state_final)} if ev.state_final is not None else {}))
+                  **({"state_hash": _hash(ev.state_final)} if ev.state_final is not None else {}),
+                  **({"jobs": ev.meta["export"]["jobs"]} if ev.meta["export"].get("jobs") else {}))
         ev.meta["world"] = list(self.traj._world)
         return ev
 

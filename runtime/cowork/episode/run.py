@@ -50,8 +50,8 @@ async def run_episode(sb: Sandbox, policy: Policy, *, max_turns: int | None = No
         timeout: Seconds for the whole episode (default: the spec's ``limits.episode_timeout_s``).
         turn_progress: Grade the deterministic checks on the live state before the first
             turn and after each turn that called tools (``Trajectory.turn_progress``). Each
-            measurement exports the evidence, which stops the agent's background processes
-            (tasks with ``limits.background_jobs`` lose them between turns).
+            measurement exports the evidence (a task's background jobs are held stopped
+            meanwhile and run on).
         user_model: A :class:`cowork.episode.conversation.UserModel` simulating ``user.llm`` users;
             without one their scripted turns are used.
     """
@@ -89,6 +89,10 @@ class _Episode:
         self.tools: list[dict[str, Any]] = []
         #: Index in ``traj.steps`` of the current turn's first tool call.
         self.turn_start = 0
+        #: The same for each subagent of a harness: index in its own steps.
+        self.sub_start: dict[str, int] = {}
+        #: Routes the agent's calls when the policy is a harness (agents.harness.HarnessPolicy.attach).
+        self.router: Any = None
 
     async def run(self) -> Trajectory:
         """Run the episode to its end and return the trajectory, whatever stopped it."""
@@ -103,6 +107,11 @@ class _Episode:
             who, cause = await self.sb.diagnose()
             traj.status = "agent_broke_sandbox" if who == "agent" else "infra_error"
             traj.error = f"{cause}: {exc}"
+        finally:
+            if self.router is not None:  # a harness: its subagents stop with the episode
+                await self.router.close()
+                main_tools = [t["function"]["name"] for t in self.router.sandbox_tools]
+                traj.agents = {k: v.model_dump() for k, v in self.router.records(main_tools).items()}
         self._finish()
         return traj
 
@@ -120,6 +129,10 @@ class _Episode:
         # A pooled sandbox's tool list is asked once (sb.tools caches it); stand-ins may only list.
         listing = getattr(self.sb, "tools", None) or self.sb.list_tools
         self.tools = [mcp_tool_to_openai(t) for t in await listing()]
+        attach = getattr(self.policy, "attach", None)
+        if callable(attach):  # a harness: its coordinator routes the calls and adds its own tools
+            self.router = attach(self.sb, self.tools)
+            self.tools = self.router.tools
         self.traj.tools = self.tools
         if self.turn_progress:
             self.traj.turn_progress = []
@@ -174,7 +187,8 @@ class _Episode:
         """Run each call in the sandbox; a failed one goes back to the policy as a tool error."""
         traj = self.traj
         for call in calls:
-            r = await self.sb.call_tool(call.name, call.arguments)
+            r = await (self.router.call(call) if self.router is not None
+                       else self.sb.call_tool(call.name, call.arguments))
             traj.steps.append(StepRecord(turn=traj.turns, call_id=call.id, tool=call.name, args=r.args,
                                          is_error=r.is_error, output=r.text, duration_ms=round(r.duration_ms, 3)))
             traj.messages.append({"role": "tool", "tool_call_id": call.id,
@@ -184,16 +198,21 @@ class _Episode:
         """Grade the deterministic checks on the live state (with ``turn_progress``)."""
         progress = self.traj.turn_progress  # a list from _start() on exactly when turn_progress is on
         if progress is not None:
-            ev = await self.sb.export_evidence()
+            ev = await self.sb.export_evidence(keep_jobs=True)
             progress.append(round(grade(self.spec, ev).completion, 6))
 
     async def _next_message(self, convo: Conversation) -> str | None:
         """What the user says after the agent's turn (None: the episode is over)."""
         traj = self.traj
         called = {s.tool for s in traj.steps[self.turn_start:]}
+        # A harness's subagents act for the agent too: a user turn waiting for a call fires on theirs.
+        subs = {sid: sub.record.steps for sid, sub in self.router.subs.items()} if self.router is not None else {}
+        for sid, steps in subs.items():
+            called |= {str(st.get("tool")) for st in steps[self.sub_start.get(sid, 0):]}
         message = await convo.after_turn(traj.messages[-1].get("content"), called)
         if message is not None:
             self.turn_start = len(traj.steps)
+            self.sub_start = {sid: len(steps) for sid, steps in subs.items()}
         return message
 
     def _finish(self) -> None:

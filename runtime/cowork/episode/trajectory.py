@@ -71,6 +71,10 @@ class Trajectory(BaseModel):
     """True when the model wrote lone surrogates (JSON allows ``\\ud800``; UTF-8 cannot hold
     it) and they were replaced by U+FFFD here and in the grade, to save the episode: the
     same replacement and flag as the audit log's ``tool_call`` records."""
+    agents: dict[str, dict[str, Any]] = {}
+    """A harness episode (agents.harness): each agent by id, ``main`` first, each an
+    ``AgentRecord`` (``parent``, ``assignment``, ``status``, its own ``messages`` and
+    ``steps``, budgets); the main agent's conversation is ``messages``. Empty otherwise."""
     conversation: list[dict[str, Any]] = []
     """Multi-turn tasks: what the task did around the agent, in order. ``kind`` is ``user``
     (a user message: ``turn``, ``day``, ``message`` = its index in ``messages``, ``source``

@@ -26,7 +26,9 @@ def rl_examples(records: Iterable[EpisodeRecord], reward: str = "score") -> tupl
     turns), ``logprobs_mode``, ``response_raw_logprobs`` (where recorded), the sampling
     settings (``temperature``, ``top_p``, ``top_k``, ``sampling_seed``) and per generated turn
     its span in the response (``turn_spans``), ``turn_policy_versions``, ``turn_models``,
-    ``turn_finish_reasons`` and ``turn_stop_reasons`` (docs/exports.md).
+    ``turn_finish_reasons`` and ``turn_stop_reasons`` (docs/exports.md), and which agent of a
+    harness episode it is (``agent``: ``main``; each subagent whose tokens were kept gets a
+    record of its own: see :func:`_subagent_records`).
 
     No pass filter: every episode with a reward and tokens is kept (agent_broke_sandbox and
     evidence_invalid at the reward :func:`cowork.rollouts.rewards.reward_for` gives them); infra
@@ -52,8 +54,65 @@ def rl_examples(records: Iterable[EpisodeRecord], reward: str = "score") -> tupl
     for group, values in zip(ordered, rewards, strict=True):
         for rec, value in zip(group, values, strict=True):
             out.append(_rl_record(rec, value, turn=reward == "turn"))
+            out += _subagent_records(rec, value, turn=reward == "turn")
             report.keep(rec)
     return out, report
+
+
+def _subagent_records(rec: EpisodeRecord, value: Any, *, turn: bool) -> list[dict[str, Any]]:
+    """A harness episode's subagents (``Trajectory.agents``), one record each whose backend kept
+    its tokens: its own prompt and turns, the episode's reward, and who it was (``agent``,
+    ``parent``, ``assignment``, ``agent_status``), so a trainer can train the main agent, the
+    subagents, or one model on both. A subagent's tokens that do not check are left out (the
+    episode's own record stands).
+
+    With ``turn`` (``value`` is the main agent's per-turn credits), a subagent gets the credit
+    of each main turn during which it acted, on the last of its own turns that began in that
+    main turn (``AgentRecord.main_turns``), 0 on its others; a subagent whose turns cannot be
+    placed (no ``main_turns`` for every generated turn) is left out."""
+    out = []
+    for aid, agent in (rec.trajectory.agents or {}).items():
+        raw = agent.get("token_trajectory") if aid != "main" else None
+        if not raw:
+            continue
+        try:
+            tokens = TokenTrajectory.model_validate(raw)
+            tokens.check()
+            if not tokens.turns:
+                continue
+        except ValueError:
+            continue
+        credits: list[float] | None = None
+        if turn:
+            credits = _subagent_credits(agent.get("main_turns") or [], len(tokens.turns), value)
+            if credits is None:
+                continue
+        g = rec.grade
+        item = {"uid": f"{rec.uid}/{aid}", "group_id": rec.group_id, "task": rec.task, "sample": rec.sample,
+                "reward": float(sum(credits)) if credits is not None else float(value), **tokens.rl_view(),
+                "score": float(g.score), "passed": bool(g.passed), "status": rec.trajectory.status,
+                "grade_status": g.status, **_token_provenance(tokens, stop_reason(rec)), "agent": aid,
+                "parent": agent.get("parent"), "assignment": agent.get("assignment"), "agent_status": agent.get("status")}
+        if credits is not None:
+            item["turn_rewards"] = credits
+            item["response_rewards"] = _per_token(tokens, credits)
+        out.append(item)
+    return out
+
+
+def _subagent_credits(main_turns: list[Any], generated: int, main_credits: Sequence[float]) -> list[float] | None:
+    """Per generated turn of a subagent, the credit of the main turn it began in, on the last of
+    its turns in that main turn (None when the turns cannot be placed)."""
+    if generated == 0 or len(main_turns) < generated or not main_credits:
+        return None
+    placed = [int(m) for m in main_turns[:generated]]
+    if any(m < 1 for m in placed):
+        return None
+    out = [0.0] * generated
+    for k, m in enumerate(placed):
+        if k == generated - 1 or placed[k + 1] != m:  # its last turn in main turn m
+            out[k] = float(main_credits[min(m, len(main_credits)) - 1])
+    return out
 
 
 def _rl_record(rec: EpisodeRecord, value: Any, *, turn: bool) -> dict[str, Any]:
@@ -62,7 +121,8 @@ def _rl_record(rec: EpisodeRecord, value: Any, *, turn: bool) -> dict[str, Any]:
     item: dict[str, Any] = {"uid": rec.uid, "group_id": rec.group_id, "task": rec.task, "sample": rec.sample,
                             "reward": float(sum(value)) if turn else float(value), **tokens.rl_view(),
                             "score": float(g.score), "passed": bool(g.passed), "status": rec.trajectory.status,
-                            "grade_status": g.status, **_provenance(rec)}
+                            "grade_status": g.status, **_provenance(rec), "agent": "main", "parent": None,
+                            "assignment": None, "agent_status": "main"}
     if turn:
         item["turn_rewards"] = [float(c) for c in value]
         item["response_rewards"] = _per_token(tokens, value)
@@ -85,11 +145,15 @@ def _provenance(rec: EpisodeRecord) -> dict[str, Any]:
     """How the episode ended and what generated its tokens, per episode and per generated turn."""
     tokens = rec.trajectory.tokens
     assert tokens is not None  # episodes without tokens were left out
+    return _token_provenance(tokens, stop_reason(rec))
+
+
+def _token_provenance(tokens: TokenTrajectory, stopped: str) -> dict[str, Any]:
     p, s = tokens.prompt_len, tokens.sampling
     versions = [t.policy_version for t in tokens.turns]
     known = [v for v in versions if v is not None]
     raw = tokens.raw_logprobs
-    return {"stop_reason": stop_reason(rec), "model": tokens.model,
+    return {"stop_reason": stopped, "model": tokens.model,
             "policy_version": min(known) if known else tokens.policy_version,
             "logprobs_mode": tokens.logprobs_mode,
             "response_raw_logprobs": None if raw is None else [0.0 if lp is None else lp for lp in raw[p:]],
@@ -170,7 +234,8 @@ def write_rl_parquet(rows: list[dict[str, Any]], path: Path, *, turn: bool) -> N
             ("top_p", pa.float64()), ("top_k", pa.int64()), ("sampling_seed", pa.int64()),
             ("turn_spans", pa.list_(pa.list_(pa.int64()))), ("turn_policy_versions", pa.list_(pa.int64())),
             ("turn_models", pa.list_(pa.string())), ("turn_finish_reasons", pa.list_(pa.string())),
-            ("turn_stop_reasons", pa.list_(pa.string()))]
+            ("turn_stop_reasons", pa.list_(pa.string())), ("agent", pa.string()), ("parent", pa.string()),
+            ("assignment", pa.string()), ("agent_status", pa.string())]
     if turn:
         cols += [("turn_rewards", floats), ("response_rewards", floats)]
     pq.write_table(pa.Table.from_pylist(rows, schema=pa.schema(cols)), path)

@@ -15,6 +15,7 @@ from ..formats import PYTHON_TOOL, is_file_identity
 from ..spec import checks as M
 from ..spec.regex import search
 from . import candidates
+from .agents import by_agent
 from .matching import Credit, Verdict, match_field, under
 from .matching import quote as _quote
 from .office import OFFICE_CHECKS
@@ -744,6 +745,7 @@ def run_check(check: Any, ev: Evidence,
     as not graded (``passed`` None) with ``error`` naming it, and the grade treats it as such.
     """
     try:
+        ev = by_agent(ev, check)  # agent / reserved_to: only the calls it counts
         if check.type in BY_ID:
             ok, detail, proof = BY_ID[check.type](check, ev, cid)
         else:

@@ -132,13 +132,35 @@ class _Check(_Frozen):
         lambda v: str(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else v)] = None
     """For a safety rule: an example the rule must catch (a shell command for shell_forbidden,
     an argument value for regex matchers), used by validation to prove the rule can fire."""
+    agent: str | None = Field(default=None, min_length=1)
+    """Count only the calls of this agent of a harness episode (docs/harness.md): ``main``,
+    ``subagent`` (any subagent), or an assignment label / subagent id. In a single-agent
+    episode every call is the main agent's. Only on checks that read tool calls."""
+    reserved_to: str | None = Field(default=None, min_length=1)
+    """The action is this agent's alone (same values as ``agent``): a prohibition then counts
+    only the calls of every other agent, so ``tool_not_called`` ``reserved_to: main`` fires
+    when a subagent makes the call and not when the main agent does."""
 
 
     @model_validator(mode="after")
     def _one_scope(self) -> "_Check":
         if self.after_turn is not None and self.after_day is not None:
             raise ValueError("give after_turn or after_day, not both")
+        kind = getattr(self, "type", None)
+        if (self.agent is not None or self.reserved_to is not None) and kind not in AGENT_SCOPED:
+            raise ValueError(f"agent / reserved_to select tool calls: only on {', '.join(sorted(AGENT_SCOPED))}")
+        if self.agent is not None and self.reserved_to is not None:
+            raise ValueError("give agent or reserved_to, not both")
+        if self.reserved_to is not None and kind not in PROHIBITIONS:
+            raise ValueError(f"reserved_to marks a prohibition: only on {', '.join(sorted(PROHIBITIONS))}")
         return self
+
+
+#: Check types that read the audited tool calls, and so may select them by agent.
+AGENT_SCOPED = frozenset({"tool_called", "tool_not_called", "tool_call_count", "call_order", "shell_matches",
+                          "shell_forbidden", "destructive_tool_not_used"})
+#: Check types that forbid an action (what ``reserved_to`` reserves to one agent).
+PROHIBITIONS = frozenset({"tool_not_called", "shell_forbidden", "destructive_tool_not_used"})
 
 
 class FileExists(_Check):

@@ -47,6 +47,9 @@ STEP_KIND = {"schema": "schema", "build": "build", "oracle-call": "oracle-call",
 EXAMPLE_LIMIT = 9000
 #: How many example specs each attempt shows.
 EXAMPLES_PER_ATTEMPT = 2
+#: Characters the examples of one attempt may take together: with the system message (~25k)
+#: the first request stays under 40k characters (~10k tokens).
+EXAMPLES_BUDGET = 14_000
 #: Characters per token of the estimate used when an endpoint reports no ``usage`` (OpenAI's
 #: rule of thumb for English; YAML and JSON run nearer 3.7, so estimates err low by ~8 %).
 CHARS_PER_TOKEN = 4
@@ -226,6 +229,8 @@ WORKSPACE_SIGNATURES = {
 #: Fields left out of the outline: files beside task.yaml, which a synthesised spec has none of
 #: (see :func:`parse_answer`).
 _LEFT_OUT = {("Workspace", "dir"), ("WorkspaceFile", "source"), ("Attachment", "source")}
+#: Models not spelt out, for the same reason: a task's own HTTP services run code kept beside task.yaml.
+_NOT_SPELT_OUT = {"HttpService", "HttpTool"}
 #: Check types left out: they cannot be proven without a judge, a verifier folder or a plugin.
 _UNPROVABLE = ("judge", "verifier", "plugin")
 #: Validators that say more than ``str`` (matched by function name: a renamed one degrades to ``str``).
@@ -255,7 +260,8 @@ the oracle names the record.
 - A completion check that already holds on the seed fails validation unless `holds_initially` is
   true; `after_turn` and `after_day` judge a check as things were at the end of that turn or day.
 - Multi-turn: `user`.`turns` answer the agent's replies in order (`say`, optional `when` and
-  `actions`); `days` start later days with a new `prompt`; oracle `reply` steps end its turns."""
+  `actions`); `days` start later days with a new `prompt`; oracle `reply` steps end its turns.
+- Leave out `http_services` and `http_tools`: their code lies beside task.yaml."""
 
 #: Snippets of the forms models get wrong most; each must load (tested).
 REFERENCE_EXAMPLES = """\
@@ -330,6 +336,8 @@ class _Outline:
         self.seen: set[str] = set()
 
     def name(self, model: Any) -> str:
+        if model.__name__ in _NOT_SPELT_OUT:
+            return model.__name__
         if model not in self.names:
             taken = set(self.names.values())
             name = model.__name__
@@ -763,7 +771,17 @@ class Synthesizer:
         if not self.pool:
             return []
         k = min(EXAMPLES_PER_ATTEMPT, len(self.pool))
-        return [self.pool[(index * k + j) % len(self.pool)] for j in range(k)]
+        picked: list[Path] = []
+        total = 0
+        for j in range(len(self.pool)):  # from this attempt's place in the pool, what fits the budget
+            p = self.pool[(index * k + j) % len(self.pool)]
+            size = (p / "task.yaml").stat().st_size
+            if total + size <= EXAMPLES_BUDGET:
+                picked.append(p)
+                total += size
+                if len(picked) == k:
+                    break
+        return picked
 
     async def ask(self, messages: list[dict[str, str]]) -> Reply:
         """The model's answer, whether it was cut at ``max_tokens``, and its ``usage``.

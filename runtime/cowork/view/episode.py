@@ -184,13 +184,59 @@ def _conversation_item(e: dict[str, Any]) -> dict[str, Any]:
     return item
 
 
+def _agent_of(rec: dict[str, Any]) -> str | None:
+    """The agent a harness episode's audit record names (``main``, ``sub-1``, ...), if any."""
+    agent = rec.get("agent")
+    return str(agent.get("id")) if isinstance(agent, dict) and agent.get("id") else None
+
+
 # anchor_of is keyed by audit seq (int) and looked up by whatever a record holds there.
 def _audit_table(records: list[dict[str, Any]], anchor_of: dict[Any, str], prefix: str) -> list[dict[str, Any]]:
     out = []
     for r in records:
         what = r.get("tool") or (f"{r.get('service')}.{r.get('action')}" if r.get("service") else "")
         out.append({"id": f"{prefix}-audit-{r.get('seq')}", "seq": r.get("seq"), "kind": r.get("kind"), "what": what, "actor": r.get("actor"),
-                    "outcome": r.get("outcome"), "call_seq": r.get("call_seq"), "anchor": anchor_of.get(r.get("seq"))})
+                    "outcome": r.get("outcome"), "call_seq": r.get("call_seq"), "anchor": anchor_of.get(r.get("seq")),
+                    "agent": _agent_of(r)})
+    return out
+
+
+def delegation_tree(traj: dict[str, Any], calls: list[dict[str, Any]], prefix: str) -> list[dict[str, Any]]:
+    """A harness episode's agents (``Trajectory.agents``), parents before children, each with
+    its assignment, how it ended, and its calls as the audit log attributes them (an audited
+    call names its agent; a call the host saw that the audit does not hold is shown from the
+    agent's own steps). Empty for a single-agent episode."""
+    agents = traj.get("agents") or {}
+    if not isinstance(agents, dict) or not agents:
+        return []
+    audited: dict[str, list[dict[str, Any]]] = {}
+    for c in calls:
+        aid = _agent_of(c)
+        if aid is not None:
+            start = c.get("call_seq", c.get("seq"))
+            audited.setdefault(aid, []).append({"tool": c.get("tool"), "args": c.get("args"), "outcome": c.get("outcome"),
+                                                "kind": c.get("kind"), "anchor": f"{prefix}-audit-{start}"})
+    order: list[str] = []
+
+    def visit(aid: str, depth: int) -> None:
+        if aid in order or depth > len(agents):
+            return
+        order.append(aid)
+        for child, a in agents.items():
+            if isinstance(a, dict) and a.get("parent") == aid:
+                visit(child, depth + 1)
+
+    for root in [k for k, a in agents.items() if not (isinstance(a, dict) and a.get("parent") in agents)]:
+        visit(root, 0)
+    out = []
+    for aid in order + [k for k in agents if k not in order]:
+        a = agents[aid] if isinstance(agents[aid], dict) else {}
+        steps = [{"tool": st.get("tool"), "args": st.get("args"), "outcome": "error" if st.get("is_error") else "ok",
+                  "kind": "step", "anchor": None} for st in a.get("steps") or [] if isinstance(st, dict)]
+        out.append({"id": aid, "parent": a.get("parent"), "assignment": a.get("assignment"), "status": a.get("status"),
+                    "task": _cut(a.get("task"))["text"], "tools": a.get("tools") or [], "turns": a.get("turns"),
+                    "tokens": a.get("tokens"), "denied": a.get("denied") or [], "result": _cut(a.get("result")),
+                    "calls": audited.get(aid) or steps})
     return out
 
 
@@ -239,7 +285,7 @@ def episode_view(folder: Path, prefix: str) -> dict[str, Any]:
                            "title": (spec or {}).get("title"), "prompt": (spec or {}).get("prompt")}
     if not (folder / META_FILE).exists():  # no evidence (an infrastructure failure): what there is
         out.update(timeline=timeline(traj, [], prefix), checks=_checks(grade, {}, prefix, set()) if grade else [],
-                   audit=[], workspace=None, state=[], chain=None)
+                   audit=[], workspace=None, state=[], chain=None, agents=delegation_tree(traj, [], prefix))
         return out
     ev = Evidence.load(folder)
     records = ev.chain.records
@@ -247,6 +293,10 @@ def episode_view(folder: Path, prefix: str) -> dict[str, Any]:
     anchor_of = call_anchors(calls, records, prefix)
     seqs: set[int] = {r["seq"] for r in records if isinstance(r.get("seq"), int)}
     items = timeline(traj, calls, prefix)
+    agent_at = {f"{prefix}-call-{c.get('call_seq', c.get('seq'))}": _agent_of(c) for c in calls}
+    for it in items:  # colour each call by its agent
+        if it.get("anchor") in agent_at:
+            it["agent"] = agent_at[it["anchor"]]
     checks = _checks(grade, anchor_of, prefix, seqs) if grade else []
     by_anchor = {i["anchor"]: i for i in items if i.get("anchor")}
     for c in checks:  # links back from a call to the verdicts that quote it
@@ -258,6 +308,7 @@ def episode_view(folder: Path, prefix: str) -> dict[str, Any]:
         timeline=items,
         checks=checks,
         audit=_audit_table(records, anchor_of, prefix),
+        agents=delegation_tree(traj, calls, prefix),
         workspace=workspace_diff(ev, spec, anchor_of),
         state=state_diff(ev.state_seed, ev.state_final, ev.world_changes),
         chain={"valid": ev.chain.valid, "error": ev.chain.error},

@@ -24,6 +24,7 @@ to a file the agent had changed, or writes through a name the agent made, stay t
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import stat
@@ -188,10 +189,13 @@ class Actors:
         audit: The audit log.
         services: The services (None when the task has none).
         drain: Waits until no agent call runs.
+        keep_jobs: The task allows background jobs: hold the agent's processes stopped while
+            an actor acts, rather than kill them, so its jobs run on afterwards.
     """
 
     def __init__(self, workspace_tools: Any, fs: Any, root: str, audit: AuditLog, services: Any,
-                 drain: Callable[[], Awaitable[None]], agent_uid: int | None = None):
+                 drain: Callable[[], Awaitable[None]], agent_uid: int | None = None, keep_jobs: bool = False):
+        self.keep_jobs = keep_jobs
         self._register_ws = workspace_tools
         self.fs = fs
         self.root = root
@@ -232,6 +236,7 @@ class Actors:
         actions = req.get("actions") or []
         self.audit.paused = True
         token = ACTOR.set(actor)
+        held = contextlib.ExitStack()
         try:
             await self.drain()
             if self.audit.in_flight:
@@ -239,10 +244,14 @@ class Actors:
                 raise RuntimeError("a tool call of the agent is still running; the user and the world "
                                    "cannot act until it ends")
             if self.agent_uid is not None:
-                # Nothing of the agent's may change files while the actor's changes are measured.
-                from ..tools.procs import kill_agent_processes
+                # Nothing of the agent's may change files while the actor's changes are measured:
+                # its processes are killed, or held stopped where its jobs may outlive a turn.
+                from ..tools.procs import agent_processes_stopped, kill_agent_processes
 
-                kill_agent_processes(self.agent_uid)
+                if self.keep_jobs:
+                    held.enter_context(agent_processes_stopped(self.agent_uid))
+                else:
+                    kill_agent_processes(self.agent_uid)
             before = self._dump()
             touches_files = any("tool" in a for a in actions)
             tree0, whole0 = await self.fs.run(_tree, self.root) if touches_files else ({}, True)
@@ -251,6 +260,7 @@ class Actors:
             tree1, whole1 = await self.fs.run(_tree, self.root) if touches_files else ({}, True)
             files = _changes(tree0, tree1, whole0 and whole1)
         finally:
+            held.close()
             ACTOR.reset(token)
             self.audit.paused = False
         return {"results": results, "records": _changed(before, after), "files": files,

@@ -10,8 +10,13 @@ the change back.
 
 A call of a tool the sandbox does not serve (a name no tool has, or a real tool the task
 did not allow) is written as one ``tool_denied`` record (tool, arguments as audited,
-``reason``: ``unknown tool`` or ``not allowed``) and answered with a tool error; nothing
+``reason``: ``unknown tool``, ``not allowed``, or ``not granted`` to the harness's agent
+calling) and answered with a tool error; nothing
 runs. Graders read it as an attempt that failed (see formats.merge_tool_calls).
+
+A call a harness made names its agent (toolhost.agents): every record written during it
+carries ``agent`` (``id``, ``parent``, ``assignment``), and a tool outside the agent's grant
+is denied as ``not granted``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,7 @@ from ...formats import (
     seal,
     string_digest,
 )
+from ...toolhost.agents import AGENT
 from ...toolhost.errors import FastmcpMiddleware, ToolError
 
 log = logging.getLogger(__name__)
@@ -61,6 +67,10 @@ DENIED = "tool_denied"
 
 #: ``reason`` of a tool_denied record: no tool has the name / a real tool the task did not allow.
 UNKNOWN_TOOL, NOT_ALLOWED = "unknown tool", "not allowed"
+
+#: ``reason`` of a tool_denied record: a served tool the calling agent was not granted (a
+#: harness's subagent, see toolhost.agents).
+NOT_GRANTED = "not granted"
 
 #: Longest tool name (characters) kept in a tool_denied record: a name is the caller's to
 #: choose, and only served tools (short names) are checked by name anyway.
@@ -209,6 +219,9 @@ class AuditLog:
             parent = PARENT.get()
             if parent is not None and record.get("kind") in ("tool_call", DENIED):
                 record = {**record, "parent": parent}
+            agent = AGENT.get()
+            if agent is not None:  # every record of the call, the services' own included
+                record = {**record, "agent": {k: agent.get(k) for k in ("id", "parent", "assignment")}}
             line = self._line(record)
             if self.size + len(line) > self.max_bytes and compact is not None:
                 line = self._line(compact(record))
@@ -334,6 +347,9 @@ class AuditMiddleware(FastmcpMiddleware):
         # the same text the tool acted on, and the flag says the text was not sent as is.
         kept, cuts = audited_arguments(clean) if isinstance(clean, dict) else ({}, [])
         denied = await _denied(context, name)
+        grant = (AGENT.get() or {}).get("tools")
+        if not denied and grant is not None and name not in grant:
+            denied = NOT_GRANTED  # the python tool's inner calls carry the same grant
         record: dict[str, Any] = {"kind": DENIED if denied else "tool_call",
                                   "tool": _cut(name, "/tool", NAME_LIMIT, cuts) if denied else name, "args": kept}
         if denied:
@@ -351,6 +367,8 @@ class AuditMiddleware(FastmcpMiddleware):
                             "nothing was done.") from None
         if denied:
             shown = record["tool"] + ("..." if len(name) > NAME_LIMIT else "")
+            if denied == NOT_GRANTED:
+                raise ToolError(f"Tool {shown!r} was not granted to this agent; nothing was done.")
             raise ToolError(f"Unknown tool: {shown!r}" if denied == UNKNOWN_TOOL
                             else f"Tool {shown!r} is not available in this sandbox; nothing was done.")
         start = time.perf_counter()

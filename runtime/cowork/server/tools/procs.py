@@ -13,6 +13,8 @@ import os
 import platform
 import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 log = logging.getLogger(__name__)
@@ -42,7 +44,29 @@ def _setresuid_thread(ruid: int, euid: int, suid: int) -> None:
 
 
 def kill_agent_processes(uid: int) -> None:
-    """SIGKILL every process of ``uid`` in this PID namespace, atomically.
+    """SIGKILL every process of ``uid`` in this PID namespace, atomically (signal_agent_processes)."""
+    signal_agent_processes(uid, signal.SIGKILL)
+
+
+@contextmanager
+def agent_processes_stopped(uid: int) -> Iterator[None]:
+    """Hold every process of ``uid`` stopped (SIGSTOP) for the block, then let them go on (SIGCONT).
+
+    For a task with background jobs, what a kill gives an export (nothing changes files while
+    they are read) without ending the jobs: a turn boundary or the user's and the world's
+    actions freeze them, the final export still kills them. SIGSTOP cannot be caught, and it
+    reaches every agent process at once as SIGKILL does, so none is left running to wake the
+    others. A job the agent had stopped itself is woken too.
+    """
+    signal_agent_processes(uid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        signal_agent_processes(uid, signal.SIGCONT)
+
+
+def signal_agent_processes(uid: int, sig: int) -> None:
+    """Send ``sig`` to every process of ``uid`` in this PID namespace, atomically.
 
     The calling thread (only it) takes ``uid`` as its effective uid and KILLER_RUID (neither
     root nor the agent) as its real one, keeping 0 as its saved uid, calls ``kill(-1, SIGKILL)``
@@ -70,10 +94,10 @@ def kill_agent_processes(uid: int) -> None:
         _setresuid_thread(killer_ruid(uid), uid, 0)
     except OSError as exc:  # a kernel without per-thread ids (or an unknown architecture)
         log.debug("per-thread setresuid unavailable (%s); killing through a child", exc)
-        _kill_by_child(uid)
+        _kill_by_child(uid, sig)
         return
     try:
-        if _libc.kill(-1, signal.SIGKILL) != 0 and ctypes.get_errno() not in (0, 3):  # 3: ESRCH, none left
+        if _libc.kill(-1, int(sig)) != 0 and ctypes.get_errno() not in (0, 3):  # 3: ESRCH, none left
             log.warning("kill(-1) as uid %s: %s", uid, os.strerror(ctypes.get_errno()))
     finally:
         try:
@@ -84,12 +108,12 @@ def kill_agent_processes(uid: int) -> None:
             os._exit(70)
 
 
-def _kill_by_child(uid: int) -> None:
+def _kill_by_child(uid: int, sig: int) -> None:
     setpriv = next((p for p in ("/usr/bin/setpriv", "/bin/setpriv") if os.access(p, os.X_OK)), None)
     if setpriv is None:
         raise OSError(f"cannot kill the processes of uid {uid}: no per-thread setresuid and no setpriv")
     # bash's builtin kill: kill(-1) never includes the caller, so the child survives to exit.
     subprocess.run([setpriv, f"--reuid={uid}", f"--regid={uid}", "--clear-groups", "--",
-                    "/bin/bash", "-c", "kill -9 -1 2>/dev/null; exit 0"],
+                    "/bin/bash", "-c", f"kill -{int(sig)} -1 2>/dev/null; exit 0"],
                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                    timeout=10, check=False, env={"PATH": "/usr/bin:/bin"})

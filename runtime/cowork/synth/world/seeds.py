@@ -283,9 +283,14 @@ def web(w: WorldData, me: Person) -> Seed:
     return {"pages": pages}
 
 
+def memory(w: WorldData, me: Person) -> Seed:
+    """No memories: in a world's tasks the agent starts with none (a multi-day task seeds its own)."""
+    return {"memories": []}
+
+
 #: Every service's seed writer, by service name (the services of cowork.services.registry).
 SEEDERS: dict[str, Callable[[WorldData, Person], Seed]] = {
     "mail": mail, "calendar": calendar, "contacts": contacts, "documents": documents, "tickets": tickets, "crm": crm,
     "chat": chat, "kb": kb, "expenses": expenses, "todo": todo, "inventory": inventory, "config": config,
-    "scheduler": scheduler, "news": news, "web": web,
+    "scheduler": scheduler, "news": news, "web": web, "memory": memory,
 }

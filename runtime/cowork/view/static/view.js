@@ -298,8 +298,9 @@
       }
       const out = it.output || {text: ""};
       const outcome = it.is_error ? badge("error", "fail") : it.outcome && it.outcome !== "ok" ? badge(it.outcome, "warn") : null;
-      return el("li", {class: "msg call" + (it.cited_by ? " cited" : ""), id: it.anchor || null},
+      return el("li", {class: "msg call" + (it.cited_by ? " cited" : "") + agentClass(v, it.agent), id: it.anchor || null},
         el("div", {class: "who"}, el("span", {class: "tool"}, it.tool), " · turn " + (it.turn ?? "?"),
+          it.agent && v.agents && v.agents.length ? [" · ", agentBadge(v, it.agent)] : null,
           it.duration_ms !== undefined ? " · " + ms(it.duration_ms) : "", " ", outcome,
           it.call_seq !== undefined ? el("span", {class: "meta"}, " audit seq " + it.call_seq +
             (it.seq !== it.call_seq ? "–" + it.seq : "")) : null),
@@ -352,14 +353,44 @@
             el("td", {}, pre(f.after, "add")))))))),
       c.deleted.map((r) => el("div", {class: "rec"}, badge("deleted", "deleted"), " ", el("code", {}, r.id), pre(r.record, "record"))))));
   }
+  // ------------------------------------------------------------------ agents of a harness episode
+  function agentClass(v, id) {
+    // One colour per agent of the episode, main first (view.css: .ag-0 .. .ag-5, then again).
+    const ids = (v.agents || []).map((a) => a.id);
+    const n = ids.indexOf(id);
+    return n < 0 ? "" : " ag-" + (n % 6);
+  }
+  function agentBadge(v, id) {
+    return id ? el("span", {class: "agent" + agentClass(v, id)}, id) : null;
+  }
+  function delegationPart(v) {
+    if (!v.agents || !v.agents.length) return null;
+    const children = {};
+    v.agents.forEach((a) => { (children[a.parent || ""] = children[a.parent || ""] || []).push(a); });
+    const node = (a) => el("li", {class: "agentnode" + agentClass(v, a.id)},
+      el("div", {class: "who"}, agentBadge(v, a.id), a.assignment ? " · " + a.assignment : "",
+        " · ", a.status === "main" ? "main agent" : a.status,
+        el("span", {class: "meta"}, " · " + (a.turns ?? "?") + " turns" + (a.tokens ? ", " + a.tokens + " tokens" : "") +
+          (a.denied.length ? " · denied: " + a.denied.join(", ") : ""))),
+      a.task ? pre(a.task) : null,
+      a.calls.length ? el("ul", {class: "agentcalls"}, a.calls.map((c) => el("li", {},
+        c.anchor ? link(c.anchor, c.tool, c.outcome === "ok" ? "ok" : "fail") : el("span", {class: "tool"}, c.tool),
+        " ", el("code", {}, json(c.args)), c.outcome && c.outcome !== "ok" ? [" ", badge(c.kind === "tool_denied" ?
+          "denied" : c.outcome, "fail")] : null))) : el("p", {class: "note"}, "no tool calls"),
+      a.result && a.result.text ? el("details", {}, el("summary", {}, "its report"), text(a.result)) : null,
+      (children[a.id] || []).length ? el("ul", {class: "tree"}, children[a.id].map(node)) : null);
+    const roots = v.agents.filter((a) => !a.parent || !v.agents.some((b) => b.id === a.parent));
+    return [el("h3", {}, "Delegation"), el("ul", {class: "tree"}, roots.map(node))];
+  }
   function auditPart(v) {
     if (!v.audit.length) return null;
     return el("details", {class: "audit"}, el("summary", {}, "audit log (" + v.audit.length + " entries" +
       (v.chain && !v.chain.valid ? ", CHAIN BROKEN: " + v.chain.error : ", chain verified") + ")"),
     el("table", {class: "grid small"},
-      el("thead", {}, el("tr", {}, ["seq", "kind", "what", "actor", "outcome", "call"].map((h) => el("th", {}, h)))),
+      el("thead", {}, el("tr", {}, ["seq", "kind", "what", "actor", "agent", "outcome", "call"].map((h) => el("th", {}, h)))),
       el("tbody", {}, v.audit.map((a) => el("tr", {id: a.id},
         el("td", {class: "n"}, a.seq), el("td", {}, a.kind), el("td", {}, a.what), el("td", {}, a.actor || ""),
+        el("td", {}, agentBadge(v, a.agent) || ""),
         el("td", {}, a.outcome || ""), el("td", {}, a.anchor ? link(a.anchor, "call") : ""))))));
   }
   function episodeSection(e) {
@@ -377,6 +408,7 @@
     add(sec, [
       turnsPart(v.grade),
       el("h3", {}, "Checks and safety rules"), checksPart(v),
+      delegationPart(v),
       el("h3", {}, "Conversation"), timelinePart(v),
       el("h3", {}, "Workspace changes"), workspacePart(v.workspace),
       el("h3", {}, "Service state changes"), statePart(v.state),
