@@ -457,3 +457,44 @@ PYTHON_TOOL = "python"
 #: The optional tool that returns the text and tables of an xlsx, docx, pdf, md or txt file in
 #: the workspace (server.tools.documents); off unless a spec allows it by name.
 DOCUMENT_TOOL = "read_document"
+
+
+#: The key of a ``tools/call`` request's ``_meta`` that names the agent making the call (a
+#: harness's main agent or one of its subagents, see cowork.agents.harness). Only the host's
+#: own transport (rpc.sock, root-only) honours it; it never comes from a tool's arguments.
+AGENT_META = "cowork/agent"
+
+#: Longest agent id, assignment label, or granted tool name kept from an agent identity.
+AGENT_NAME_LIMIT = 128
+
+
+def agent_identity(meta: Any) -> dict[str, Any] | None:
+    """The agent identity a request's ``_meta`` carries, checked, or None when it carries none.
+
+    The identity is ``{"id": str, "parent": str | None, "assignment": str | None, "tools":
+    [str] | None}``: ``tools`` is the grant (the only tools this agent may call; None: every
+    tool the sandbox serves). The audit records ``id``, ``parent`` and ``assignment``.
+
+    Raises:
+        ValueError: ``_meta`` names an agent in another shape (the call is refused, not run
+            unattributed).
+    """
+    if not isinstance(meta, dict) or meta.get(AGENT_META) is None:
+        return None
+    raw = meta[AGENT_META]
+    if not isinstance(raw, dict) or set(raw) - {"id", "parent", "assignment", "tools"}:
+        raise ValueError(f"{AGENT_META} must be an object with id, parent, assignment, tools")
+
+    def name(key: str, required: bool = False) -> str | None:
+        value = raw.get(key)
+        if value is None and not required:
+            return None
+        if not isinstance(value, str) or not value or len(value) > AGENT_NAME_LIMIT:
+            raise ValueError(f"{AGENT_META}.{key} must be a non-empty string of at most {AGENT_NAME_LIMIT} characters")
+        return value
+
+    tools = raw.get("tools")
+    if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, str) for t in tools)):
+        raise ValueError(f"{AGENT_META}.tools must be a list of tool names")
+    return {"id": name("id", True), "parent": name("parent"), "assignment": name("assignment"),
+            "tools": None if tools is None else sorted(set(tools))}

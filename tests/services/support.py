@@ -222,6 +222,10 @@ SEED_DATA: dict[str, Any] = {
         "pages": [{"url": "https://stats.example/sample-size", "title": "Sample size calculator",
                    "text": "About 3,900 users per arm detect a 2% lift.", "published": "now-30d"}],
     },
+    "memory": {
+        "memories": [{"text": "Dana prefers meetings on Thursday afternoons.", "tags": ["people"], "key": "dana",
+                      "created": "now-7d"}],
+    },
 }
 
 

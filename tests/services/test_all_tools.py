@@ -92,6 +92,8 @@ SAMPLES: dict[str, dict] = {
     "news_unsubscribe": {"feed_id": "feed-2"},
     "crm_export_report": {"title": "Gold accounts", "account_ids": ["acct-1", "acct-3"], "summary": "Two."},
     "web_search": {"query": "sample size"}, "web_fetch": {"url": "https://stats.example/sample-size"},
+    "memory_write": {"text": "The report is due Friday.", "tags": ["deadline"]}, "memory_search": {"query": "dana"},
+    "memory_list": {}, "memory_forget": {"memory_id": "mem-1"},
 }
 
 #: Tools that change the workspace, not their service's state (no service_action record).
@@ -168,7 +170,7 @@ class TestAnnotations:
     async def test_deleting_tools_are_destructive(self, client):
         tools = {t.name: t.annotations for t in await client.list_tools()}
         for name in ("mail_delete", "documents_delete", "todo_delete", "calendar_cancel_event", "documents_edit",
-                     "inventory_cancel_order", "news_unsubscribe"):
+                     "inventory_cancel_order", "news_unsubscribe", "memory_forget"):
             assert tools[name].destructive_hint, name
 
     async def test_pagination_arguments_on_lists(self, client):

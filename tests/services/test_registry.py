@@ -80,7 +80,7 @@ class TestDumpAndDiff:
         dump = dump_state(env.ctx)
         assert json.loads(json.dumps(dump)) == dump
         assert set(dump) == {"mail", "calendar", "contacts", "documents", "tickets", "crm", "chat", "kb", "expenses", "todo",
-                             "inventory", "config", "scheduler", "news", "web"}
+                             "inventory", "config", "scheduler", "news", "web", "memory"}
         assert list(dump["mail"]["messages"]) == sorted(dump["mail"]["messages"])
 
     def test_empty_seed_dumps_nothing(self):

@@ -171,10 +171,12 @@ def describe(container: Any, now: float | None = None) -> dict[str, Any]:
 
 def listing() -> list[dict[str, Any]]:
     """Every cowork sandbox on this Docker host, newest first."""
+    from ..engine import labels as L
     from ..engine.reaper import managed_containers
 
     now = time.time()
-    rows = [describe(c, now) for c in managed_containers()]
+    # A task's HTTP services' container belongs to its sandbox's row (it goes with it).
+    rows = [describe(c, now) for c in managed_containers() if not (c.labels or {}).get(L.PREFIX + "companion")]
     return sorted(rows, key=lambda r: r["created"] or "", reverse=True)
 
 

@@ -32,8 +32,9 @@ BASE_IMAGE = settings.get().base_image
 PUBLIC_BASE = "python:3.11-slim-bookworm"
 SANDBOX_REPO = "cowork-sandbox"
 TASK_REPO_PREFIX = "cowork-task-"
-#: Packages the in-container server needs; pinned to the host's versions.
-SERVER_PACKAGES = ("fastmcp", "google-re2")
+#: Packages the in-container server needs, and those a task's own HTTP services run with
+#: (fastapi and uvicorn: Claw-Eval's mock services are FastAPI apps); pinned to the host's versions.
+SERVER_PACKAGES = ("fastmcp", "google-re2", "fastapi", "uvicorn")
 #: Office-file readers and writers (read_document, services/office_text.py), pinned to the
 #: host's versions. The image installs them apart (/opt/cowork/office) and puts them on the
 #: path of the server's Python and of the system python3 the agent runs, so the agent's own
@@ -127,6 +128,11 @@ def ensure_wheelhouse() -> Path:
            "--python-version", "3.11", "--implementation", "cp", "--abi", "cp311"]
     for p in plats:
         cmd += ["--platform", p]
+    # Wheels of earlier wheelhouses count too: a package pinned to the host's version that the
+    # index no longer offers (or an offline host) is then still found.
+    for earlier in sorted(cache_dir().glob("wheelhouse-*")):
+        if earlier.is_dir() and (earlier / "requirements.txt").exists():
+            cmd += ["--find-links", str(earlier)]
     proc = subprocess.run(cmd + reqs, capture_output=True, text=True)
     if proc.returncode != 0:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -251,6 +257,10 @@ def task_config(loaded: LoadedSpec) -> dict:
     }
     if spec.tool_options:  # only when set: every other task's config, and so its image tag, stays as it was
         config["tool_options"] = {tool: opts.model_dump(mode="json") for tool, opts in spec.tool_options.items()}
+    if spec.http_services:  # likewise; the services' files go into the task layer (_task_context)
+        config["http_services"] = [s.model_dump(mode="json") for s in spec.http_services]
+        config["http_tools"] = [{**t.model_dump(mode="json"), "annotations": t.annotations.wire()}
+                                for t in spec.http_tools]
     return config
 
 
@@ -285,6 +295,12 @@ def _task_context(loaded: LoadedSpec, base: str) -> tuple[bytes, str]:
         for path, data, _, _ in files:
             h.update(path.encode() + b"\0" + hashlib.sha256(data).digest())
             add(f"task/seed/{path}", data, 0o600)
+        if loaded.spec.http_services:  # each service's code and fixtures, root's alone like the seed
+            from ..spec.http_services import service_files
+
+            for path, data, mode in service_files(loaded.spec, loaded.root):
+                h.update(path.encode() + b"\0" + hashlib.sha256(data).digest() + bytes([mode & 0o100]))
+                add(f"task/{path}", data, mode)
     return buf.getvalue(), h.hexdigest()[:16]
 
 

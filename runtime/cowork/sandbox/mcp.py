@@ -97,8 +97,12 @@ class LeanMcpClient:
             if not cursor:
                 return tools
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        meta: dict[str, Any] | None = None) -> dict[str, Any]:
         """Call a tool; returns the raw result (``content``, ``structuredContent``, ``isError``).
+
+        ``meta`` (an agent's identity) is not sent: only the host's own rpc.sock honours it,
+        so calls made over mcp.sock are never attributed (graders read them as unattributed).
 
         Raises:
             McpError: for a protocol-level error (a tool's own failure is ``isError``, not raised).
@@ -196,9 +200,16 @@ class RpcMcpClient:
         result = await self._request("tools/list", {})
         return [Tool.model_validate(t) for t in result.get("tools", [])]
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-        """Call a tool; returns the raw result (``content``, ``structuredContent``, ``isError``)."""
-        return await self._request("tools/call", {"name": name, "arguments": arguments})
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        meta: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Call a tool; returns the raw result (``content``, ``structuredContent``, ``isError``).
+
+        ``meta`` goes in the request's ``_meta`` (the agent behind the call, formats.AGENT_META).
+        """
+        params: dict[str, Any] = {"name": name, "arguments": arguments}
+        if meta:
+            params["_meta"] = meta
+        return await self._request("tools/call", params)
 
     async def close(self) -> None:
         """Close the connection; calls still waiting fail with McpError."""

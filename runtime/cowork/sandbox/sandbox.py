@@ -136,12 +136,35 @@ class Sandbox:
                                       **extra)
             sb = cls(loaded, tag, started.container_id, started.name, started.run_dir, backend=engine)
             try:
+                companion = await sb._start_companion(keep, bundle) if loaded.spec.http_services else None
                 await sb._wait_ready(ready_timeout)
                 await sb._connect()
+                if companion is not None:
+                    await sb._http_ready(companion)
             except BaseException:
                 await sb.stop()
                 raise
         return sb
+
+    async def _start_companion(self, keep: bool, bundle: str | os.PathLike | None) -> str:
+        """Start the container of the task's HTTP services (engine.http_sidecar)."""
+        from ..engine.client import in_thread
+        from ..engine.docker_backend import DockerBackend
+        from ..engine.http_sidecar import start_companion
+
+        if not isinstance(self.backend, DockerBackend):
+            raise SandboxError(f"task {self.spec.id}: http_services need the docker or gvisor backend "
+                               f"(this sandbox runs on {getattr(self.backend, 'name', self.backend)!r})")
+        return await in_thread(start_companion, self.image, self.name, self.run_dir, self.spec, keep=keep,
+                               runtime=self.backend.runtime, task_bundle=bundle)
+
+    async def _http_ready(self, companion: str) -> None:
+        """Wait for every HTTP service, then have the server take their seed."""
+        from ..engine.client import in_thread
+        from ..engine.http_sidecar import wait_ready
+
+        await in_thread(wait_ready, self.run_dir, self.spec, companion)
+        await control_request(self.run_dir, "http_seed", timeout=60)
 
     async def _wait_ready(self, timeout: float) -> None:
         from ..engine.client import in_thread
@@ -183,11 +206,15 @@ class Sandbox:
             return
         self._stopped = True
         from ..engine.client import in_thread
-
         try:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._stack.aclose(), 5)
         finally:
+            if self.spec.http_services:  # its HTTP services' container goes first, then the sandbox
+                from ..engine.http_sidecar import remove_companion
+
+                with contextlib.suppress(SandboxError):
+                    await asyncio.shield(in_thread(remove_companion, self.name))
             await asyncio.shield(in_thread(self.backend.remove, self.id, self.run_dir))
 
     async def detach(self) -> None:
@@ -270,7 +297,7 @@ class Sandbox:
         return self._tools if self._tools is not None else await self.list_tools()
 
     async def call_tool(self, name: str, args: dict[str, Any] | None = None,
-                        timeout: float | None = None) -> ToolResult:
+                        timeout: float | None = None, agent: dict[str, Any] | None = None) -> ToolResult:
         """Call a tool inside the sandbox.
 
         A tool error (bad arguments, failure, timeout) is returned with ``is_error`` set,
@@ -282,11 +309,15 @@ class Sandbox:
         sent: they are the agent's mistake, not the sandbox's. The server applies the same
         rule to any client.
 
+        ``agent`` names the agent making the call (a harness's: ``id``, ``parent``,
+        ``assignment``, and ``tools``, its grant); the server writes it into the call's audit
+        records and refuses a tool outside the grant (see cowork.agents.harness).
+
         Raises:
             SandboxError: when the sandbox itself stopped answering.
         """
         # The argument rule the server applies too; a mistake of the agent is its tool error.
-        from ..formats import INVALID_ARGUMENTS_KEY, ArgumentsRefused, check_arguments
+        from ..formats import AGENT_META, INVALID_ARGUMENTS_KEY, ArgumentsRefused, check_arguments
 
         args = {} if args is None else args
         self.unexported = True
@@ -302,7 +333,8 @@ class Sandbox:
         t0 = time.perf_counter()
         try:
             async with asyncio.timeout(limit):  # no extra task per call, unlike wait_for
-                r = await self._session().call_tool(name, args)
+                r = await (self._session().call_tool(name, args) if agent is None else
+                           self._session().call_tool(name, args, meta={AGENT_META: agent}))
         except asyncio.TimeoutError:
             return ToolResult(tool=name, args=args, is_error=True,
                               text=f"tool call timed out after {limit:g}s (host side)",
@@ -324,15 +356,19 @@ class Sandbox:
                           structured=structured, duration_ms=(time.perf_counter() - t0) * 1000)
 
     # ------------------------------------------------------------------ evidence
-    async def export_evidence(self, trace: dict[str, Any] | None = None) -> Evidence:
+    async def export_evidence(self, trace: dict[str, Any] | None = None, *, keep_jobs: bool = False) -> Evidence:
         """Collect the audit log and the final workspace from the running sandbox, with every
         branch a restore abandoned on the way (``Evidence.branches``; see docs/checkpoints.md).
+
+        ``keep_jobs`` (a turn boundary): a task's background jobs are held stopped during the
+        export and then run on, rather than killed; ``meta["export"]["jobs"]`` lists them.
 
         Raises:
             SandboxError: when the control socket does not answer.
         """
         status = await control_request(self.run_dir, "ping", timeout=10)
-        export = await control_request(self.run_dir, "export_workspace", timeout=60)
+        export = await control_request(self.run_dir, "export_workspace", timeout=60,
+                                       **({"keep_jobs": True} if keep_jobs else {}))
         tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
         audit = (self.run_dir / AUDIT_LOG).read_text()
         initial = self._initial_hashes()
@@ -346,15 +382,48 @@ class Sandbox:
             seed_state = json.loads(self._seed_text)  # each evidence its own copy (3x a deepcopy's speed)
             final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
             status["state_hash"] = dumped["final_hash"]
+        meta: dict[str, Any] = {}
+        if self.spec.http_services:
+            seed_state, final_state, meta = await self._http_state(seed_state, final_state)
         self.unexported = False
         ev = Evidence(
             audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
                                      "tool_annotations": annotations,
-                                     "export": {k: v for k, v in export.items() if k not in ("ok", "path")}},
+                                     "export": {k: v for k, v in export.items() if k not in ("ok", "path")}, **meta},
             state_seed=seed_state, state_final=final_state,
         )
         return self._with_branches(ev)
+
+    async def _http_state(self, seed: dict[str, Any] | None, final: dict[str, Any] | None
+                          ) -> tuple[dict[str, Any] | None, dict[str, Any] | None, dict[str, Any]]:
+        """The HTTP services' audits (seed and final) merged into the service state, and the
+        evidence's meta about them (see cowork.spec.http_services.state_of).
+
+        A service whose audit could not be had is named in ``meta["http_state_unavailable"]``
+        (its checks are then not graded), never shown as an empty state.
+        """
+        from ..spec.http_services import state_of
+
+        names = [s.name for s in self.spec.http_services if s.audit is not None]
+        try:
+            await control_request(self.run_dir, "dump_http", timeout=60)
+            dumped = json.loads((self.run_dir / EXPORT_DIR / "http_state.json").read_text())
+        except (SandboxError, OSError, ValueError) as exc:
+            dumped = {"seed": {}, "final": {}, "unavailable": {n: f"not collected: {exc}" for n in names}}
+        raw_seed, raw_final = dumped.get("seed") or {}, dumped.get("final") or {}
+        unavailable = dict(dumped.get("unavailable") or {})
+        unavailable.update({n: "no seed was taken" for n in names if n not in raw_seed and n not in unavailable})
+        seed, final = dict(seed or {}), dict(final or {})
+        for name in names:
+            if name in unavailable or name not in raw_final:
+                unavailable.setdefault(name, "not collected")
+                continue
+            seed[name], final[name] = state_of(raw_seed[name]), state_of(raw_final[name])
+        meta: dict[str, Any] = {"http_audit": {"seed": raw_seed, "final": raw_final}}
+        if unavailable:
+            meta["http_state_unavailable"] = unavailable
+        return seed, final, meta
 
     def _with_branches(self, ev: Evidence) -> Evidence:
         """``ev`` carrying the branches restores abandoned on the way to it (none: as it was)."""
@@ -446,12 +515,16 @@ class Sandbox:
                 seed_state = json.loads((self.run_dir / EXPORT_DIR / "state_seed.json").read_text())
                 final_state = json.loads((self.run_dir / EXPORT_DIR / "state_final.json").read_text())
         initial = self._initial_hashes()
+        http_meta: dict[str, Any] = {}
+        if self.spec.http_services:
+            seed_state, final_state, http_meta = await self._http_state(seed_state, final_state)
         return self._with_branches(Evidence(
             audit_text=audit, audit_count=None, workspace_tar=tar if tar is not None else _EMPTY_TAR,
             initial=initial, trace=trace or {},
             meta={"task": self.spec.id, "image": self.image, "container": self.name,
                   "tool_annotations": tool_annotations(self._tools or []), "salvaged": True,
-                  "workspace_unavailable": tar is None, "state_unavailable": self.uses_services and final_state is None},
+                  "workspace_unavailable": tar is None, "state_unavailable": self.uses_services and final_state is None,
+                  **http_meta},
             state_seed=seed_state, state_final=final_state,
         ))
 
@@ -462,6 +535,12 @@ class Sandbox:
 
         seeded = self.spec.services.model_dump(exclude_none=True)
         return bool(seeded) or bool(set(self.spec.tools) & set(ALL_SERVICE_TOOLS))
+
+    @property
+    def resettable(self) -> bool:
+        """False when a service of the task's own has no reset endpoint: such a sandbox serves
+        one episode (a pool replaces it instead of resetting it)."""
+        return all(s.reset is not None for s in self.spec.http_services)
 
     async def reset_services(self, seed: int | None = None) -> str:
         """Restore the services' seeded state (fault sequence restarted, with ``seed`` if given).
@@ -544,6 +623,9 @@ class Sandbox:
         """
         if self.pristine is None:
             raise SandboxError(f"sandbox {self.name}: no pristine state recorded; call record_pristine() first")
+        if not self.resettable:
+            raise SandboxError(f"sandbox {self.name} (task {self.spec.id}) cannot be reset: an http service has no "
+                               "reset endpoint; start a fresh sandbox instead (a pool recycles it)")
         if self.unexported and not discard_evidence:
             raise SandboxError(f"sandbox {self.name} (task {self.spec.id}): reset refused: the episode's evidence "
                                "was not exported; call export_evidence() first or pass discard_evidence=True")

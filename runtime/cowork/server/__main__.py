@@ -240,13 +240,24 @@ def _services(mcp, raw: dict, run_dir: str, audit: AuditLog, cfg: ServerConfig, 
     if not (raw.get("services") or set(cfg.tools) - set(formats.WORKSPACE_TOOLS) - optional):
         return None
     # Imported only when the task uses services: the ten service modules cost ~0.1 s of start-up.
+    from ..services.http_names import declared, declared_in
     from .services_setup import setup_services
     from .tools.documents import AgentFiles
     from .tools.workspace import WorkspaceTools
 
     # Mail attachments move between the service and the workspace as the agent's files.
     files = AgentFiles(WorkspaceTools(cfg.workspace, fs))
-    return setup_services(mcp, raw, run_dir, audit, cfg.tools, files=files)
+    with declared(*declared_in(raw)):  # fault rules may name the task's HTTP tools and services
+        return setup_services(mcp, raw, run_dir, audit, cfg.tools, files=files)
+
+
+def _http_services(mcp, raw: dict, run_dir: str, audit: AuditLog, services):
+    """The task's own HTTP services (in the companion container) and their tools, or None."""
+    if not raw.get("http_services"):
+        return None
+    from .http_services import setup_http
+
+    return setup_http(mcp, raw, run_dir, audit, services)
 
 
 def _http(mcp, run_dir: str) -> LazyHttp:
@@ -274,6 +285,7 @@ async def main() -> int:
                      max_bytes=audit_budget(raw.get("limits", {}).get("disk_mb")))
     mcp, fs = build_app(cfg, audit)
     services = _services(mcp, raw, run_dir, audit, cfg, fs)
+    http_services = _http_services(mcp, raw, run_dir, audit, services)
 
     async def reseed() -> None:
         await seed_workspace(raw, fs, cfg.workspace.root, _seed_dir())
@@ -287,7 +299,7 @@ async def main() -> int:
     await rpc.start(os.path.join(run_dir, formats.RPC_SOCKET))
     stop = asyncio.Event()
     ops = ControlOps(cfg=cfg, raw=raw, run_dir=run_dir, audit=audit, fs=fs, http=http, stop=stop,
-                     services=services, reseed=reseed)
+                     services=services, reseed=reseed, http_services=http_services)
     control = await serve_control(os.path.join(run_dir, formats.CONTROL_SOCKET), ops.handlers())
     _stop_on_signals(stop)
     http.arm()

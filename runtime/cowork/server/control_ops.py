@@ -16,6 +16,8 @@ from .state.actors import Actors
 from .state.audit import AuditLog
 from .state.reset import Episodes
 from .state.workspace_export import ExportLimits, export_workspace
+from .tools.jobs import job_logs, list_jobs
+from .tools.procs import agent_processes_stopped
 from .tools.workspace import WorkspaceTools
 
 if TYPE_CHECKING:
@@ -45,7 +47,8 @@ class ControlOps:
     """
 
     def __init__(self, *, cfg: ServerConfig, raw: dict, run_dir: str, audit: AuditLog, fs: AgentFS | ForkFS, http: _Http,
-                 stop: asyncio.Event, services: Any, reseed: Callable[[], Awaitable[None]]) -> None:
+                 stop: asyncio.Event, services: Any, reseed: Callable[[], Awaitable[None]],
+                 http_services: Any = None) -> None:
         self.cfg = cfg
         self.raw = raw
         self.run_dir = run_dir
@@ -55,11 +58,17 @@ class ControlOps:
         self.stop = stop
         self.services = services
         self.started = time.time()
+        self.http_services = http_services
         ws = cfg.workspace
+        both = services
+        if http_services is not None:  # a reset and the state hash take in the task's HTTP services
+            from .http_services import WithHttp
+
+            both = WithHttp(services, http_services)
         self.episodes = Episodes(workspace=ws.root, agent_uid=ws.agent_uid, audit=audit, reseed=reseed,
-                                 services=services, drain_timeout_s=ws.tool_timeout_s + 5)
+                                 services=both, drain_timeout_s=ws.tool_timeout_s + 5)
         self.actors = Actors(WorkspaceTools(ws, fs), fs, ws.root, audit, services, self.episodes.drain,
-                             agent_uid=ws.agent_uid)
+                             agent_uid=ws.agent_uid, keep_jobs=ws.background_jobs)
 
     @property
     def disk_mb(self) -> int:
@@ -72,8 +81,13 @@ class ControlOps:
                 "audit_count": self.audit.count, "audit_last_hash": self.audit.last_hash,
                 "uptime_s": time.time() - self.started}
 
-    async def export(self, _: dict) -> dict:
-        """Write the workspace to ``export/workspace.tar`` once no call runs."""
+    async def export(self, req: dict) -> dict:
+        """Write the workspace to ``export/workspace.tar`` once no call runs.
+
+        ``keep_jobs`` (a turn boundary): where the task allows background jobs, hold them stopped
+        during the export instead of killing them, so they run on into the next turn and day.
+        With background jobs the answer lists them (``jobs``, see server.tools.jobs).
+        """
         dest = os.path.join(self.run_dir, EXPORT_DIR, "workspace.tar")
         # No call may still run (its effect would land after the export, and a reset would
         # then drop its record): new calls wait out the export, running ones are drained.
@@ -83,12 +97,24 @@ class ControlOps:
         try:
             await self.episodes.drain()
             self.audit.exported_at = self.audit.count
-            # Every agent process is killed first: nothing may change files while they are read.
-            return await asyncio.to_thread(
-                export_workspace, self.cfg.workspace.root, dest,
-                ExportLimits.for_disk(self.disk_mb), self.cfg.workspace.agent_uid)
+            # Every agent process is killed first (held stopped, at a boundary of a task with
+            # background jobs): nothing may change files while they are read.
+            return await self._export(dest, bool(req.get("keep_jobs")))
         finally:
             self.audit.paused = False
+
+    async def _export(self, dest: str, keep_jobs: bool) -> dict:
+        ws = self.cfg.workspace
+        limits = ExportLimits.for_disk(self.disk_mb)
+        if not ws.background_jobs or ws.agent_uid is None or os.geteuid() != 0:
+            return await asyncio.to_thread(export_workspace, ws.root, dest, limits, ws.agent_uid)
+        with agent_processes_stopped(ws.agent_uid):  # the jobs and their logs as they stand, not mid-write
+            jobs = await asyncio.to_thread(list_jobs, ws.agent_uid)
+            logs = await self.fs.run(job_logs, [j["pid"] for j in jobs]) if jobs else []
+            jobs = [{**j, "log": log, "log_tail": tail} for j, (log, tail) in zip(jobs, logs)]
+            if keep_jobs:
+                return {**await asyncio.to_thread(export_workspace, ws.root, dest, limits), "jobs": jobs}
+        return {**await asyncio.to_thread(export_workspace, ws.root, dest, limits, ws.agent_uid), "jobs": jobs}
 
     async def shutdown(self, _: dict) -> dict:
         """Stop the server (as SIGTERM does)."""
@@ -106,4 +132,6 @@ class ControlOps:
         ops.update(Checkpoints(run_dir=self.run_dir, workspace=self.cfg.workspace.root, audit=self.audit,
                                episodes=self.episodes, services=self.services, fs=self.fs,
                                disk_mb=self.disk_mb).handlers())
+        if self.http_services is not None:  # its seed, its dump, and no checkpoints
+            ops.update(self.http_services.handlers())
         return ops

@@ -100,19 +100,23 @@ class FaultConfig(BaseModel):
 
     @model_validator(mode="after")
     def _names(self) -> "FaultConfig":
+        from .http_names import DECLARED  # the task's own HTTP tools and services count too
+
+        http_tools, http_services = DECLARED.get()
         for name in self.services:
-            if name not in SERVICE_TOOLS:
-                raise ValueError(f"services: unknown service {name!r}; known: {', '.join(SERVICE_TOOLS)}")
+            if name not in SERVICE_TOOLS and name not in http_services:
+                raise ValueError(f"services: unknown service {name!r}; known: {', '.join([*SERVICE_TOOLS, *http_services])}")
         for name in self.tools:
-            if name not in TOOL_SERVICE:
+            if name not in TOOL_SERVICE and name not in http_tools:
                 raise ValueError(f"tools: {name!r} is not a service tool")
         return self
 
-    def rule_for(self, tool: str) -> FaultRule | None:
-        """The rule that applies to ``tool``, or None."""
+    def rule_for(self, tool: str, service: str | None = None) -> FaultRule | None:
+        """The rule that applies to ``tool`` (of ``service``: an HTTP tool's; default the
+        built-in service the tool belongs to), or None."""
         if tool in self.tools:
             return self.tools[tool]
-        return self.services.get(TOOL_SERVICE.get(tool, ""), self.default)
+        return self.services.get(service if service is not None else TOOL_SERVICE.get(tool, ""), self.default)
 
 
 @dataclass(frozen=True)
@@ -162,6 +166,9 @@ class FaultInjector:
         self._initial_seed = self.seed
         self._calls: dict[str, int] = {}
         self._lock = threading.Lock()
+        #: Tools whose faults are decided elsewhere (a task's HTTP tools, which may carry a
+        #: built-in tool's name): the middleware leaves them alone.
+        self.foreign: frozenset[str] = frozenset()
 
     def reset(self, seed: int | None = None) -> None:
         """Forget the call counts (between episodes) and take ``seed`` (None: the seed it was
@@ -170,9 +177,9 @@ class FaultInjector:
             self._calls.clear()
             self.seed = self._initial_seed if seed is None else seed
 
-    def decide(self, tool: str) -> Fault | None:
-        """Count one call of ``tool`` and return its fault, if any."""
-        rule = self.config.rule_for(tool)
+    def decide(self, tool: str, service: str | None = None) -> Fault | None:
+        """Count one call of ``tool`` (of ``service``, for an HTTP tool) and return its fault, if any."""
+        rule = self.config.rule_for(tool, service)
         with self._lock:
             n = self._calls.get(tool, 0)
             self._calls[tool] = n + 1
@@ -202,7 +209,7 @@ class FaultMiddleware(FastmcpMiddleware):
         """Run the call, unless the injector decides a fault for it: then audit the fault and
         delay the call (latency) or fail it (the fault's error: a 429 or a 500)."""
         name = context.message.name
-        if name in TOOL_SERVICE:
+        if name in TOOL_SERVICE and name not in self.injector.foreign:
             fault = self.injector.decide(name)
             if fault is not None:
                 self.audit(fault.record())

@@ -69,6 +69,7 @@ SERVICE_TOOLS: dict[str, tuple[str, ...]] = {
         "news_unsubscribe",
     ),
     "web": ("web_search", "web_fetch"),
+    "memory": ("memory_write", "memory_search", "memory_list", "memory_forget"),
 }
 
 #: Every service tool name mapped to its service.

@@ -22,6 +22,7 @@ from . import (
     inventory,
     kb,
     mail,
+    memory,
     news,
     scheduler,
     tickets,
@@ -40,6 +41,7 @@ from .faults import FaultMiddleware
 from .inventory import InventorySeed
 from .kb import KbSeed
 from .mail import MailSeed
+from .memory import MemorySeed
 from .names import SERVICE_TOOLS, TOOL_SERVICE
 from .news import NewsSeed
 from .scheduler import SchedulerSeed
@@ -54,7 +56,7 @@ if TYPE_CHECKING:
 #: and register(mcp, ctx, allowed).
 SERVICES: dict[str, ModuleType] = {
     m.NAME: m for m in (mail, calendar, contacts, documents, tickets, crm, chat, kb, expenses, todo,
-                        inventory, config, scheduler, news, web)
+                        inventory, config, scheduler, news, web, memory)
 }
 
 
@@ -93,6 +95,8 @@ class ServicesSeed(BaseModel):
     """Subscribed RSS feeds, their items, and the offline feed directory."""
     web: WebSeed | None = None
     """Pages of the offline web, for web_search and web_fetch."""
+    memory: MemorySeed | None = None
+    """Memories the agent starts with (what an earlier session left), for memory_search."""
 
 
 def seed_all(ctx: ServiceContext, seed: ServicesSeed) -> None:

@@ -19,6 +19,7 @@ from pydantic_core import ErrorDetails
 
 from ..errors import SpecError
 from . import fastyaml
+from .http_services import file_problems
 from .models import TaskSpec, WorkspaceFile
 from .toolnames import known_tools
 
@@ -333,13 +334,25 @@ def _load_strict(file: Path) -> LoadedSpec:
         except ValidationError as exc:
             for err in exc.errors():
                 loc = _error_loc(err, data)
-                problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err, data)}")
+                located = _http_located(err) if not loc else []
+                problems += [f"{shown}:{where(at)}: {_field(at)}: {msg}" for at, msg in located]
+                if not located:
+                    problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {_describe(err, data)}")
         else:
             problems = _check_files(spec, file.parent, data, where, shown)
     if problems:
         problems.sort(key=lambda p: int(p.split(":")[1]) if p.split(":")[1].isdigit() else 0)
         raise SpecError(f"{shown}: invalid task spec\n  " + "\n  ".join(problems), problems)
     return LoadedSpec(spec, file)
+
+
+def _http_located(err: ErrorDetails) -> list[tuple[tuple, str]]:
+    """The problems of a spec's HTTP services and tools (TaskSpec raises them together, each
+    with its field) as ``(location, message)``; [] for any other error."""
+    from .http_services import HttpSpecError
+
+    exc = (err.get("ctx") or {}).get("error")
+    return list(exc.problems) if isinstance(exc, HttpSpecError) else []
 
 
 def _service_files(data: dict, root: Path, where, shown: str) -> list[str]:
@@ -509,9 +522,11 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
             elif base is not None and base.is_dir() and vdir.is_relative_to(base.resolve()):
                 problems.append(f"{shown}:{where(loc)}: {_field(loc)}: verifier folder {c.files!r} lies inside the "
                                 f"workspace folder and would be visible to the agent; move it beside task.yaml")
+    for loc, msg in file_problems(spec, root, ws.dir):
+        problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {msg}")
     for group in ("oracle", "violation"):
         for i, step in enumerate(getattr(spec, group)):
-            if step.tool is None or step.tool in spec.tools:
+            if step.tool is None or step.tool in spec.tools or step.tool in spec.http_tool_names:
                 continue
             at = f"{shown}:{where((group, i, 'tool'))}: {group}[{i}].tool: "
             if step.tool not in known_tools():  # no such tool at all, allowed or not: say so, and the closest

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 
 from ..formats import WORKSPACE_TOOLS
 from ..services.faults import FaultConfig
@@ -16,6 +16,7 @@ from ..services.registry import ServicesSeed, tool_parameters
 from .capabilities import CapabilityName, Difficulty
 from .checks import Check
 from .conversation import Day, Event, User, UserTurn
+from .http_services import DECLARED, HttpService, HttpSpecError, HttpTool, declared_in, spec_problems
 from .paths import WsPath
 from .toolnames import ToolName, known_tools  # noqa: F401  (known_tools: public here)
 
@@ -99,8 +100,9 @@ class Limits(_Frozen):
     background_jobs: bool = False
     """Let processes a shell command started outlive it. Off (the default): after every shell
     call every agent process is killed, so nothing changes files between calls or during the
-    export; on: they keep running between calls (a timed-out command's process group is still
-    killed), and the export always kills them first."""
+    export; on: they keep running between calls, turns and days (a timed-out command's process
+    group is still killed; a turn boundary and the user's and world's actions hold them
+    stopped), and the final export kills them first, listing them for the evidence."""
 
 
 # --------------------------------------------------------------------------- scoring
@@ -210,6 +212,12 @@ class TaskSpec(_Frozen):
     """The fixed 'now' of the task, for time-dependent tools."""
     workspace: Workspace = Workspace()
     """The initial /workspace."""
+    http_services: list[HttpService] = Field(default=[], validate_default=True)
+    """The task's own HTTP servers (Claw-Eval's ``services:``), started off the agent's network
+    before the episode; reached only through ``http_tools`` (docs/spec.md, "HTTP services")."""
+    http_tools: list[HttpTool] = Field(default=[], validate_default=True)
+    """Tools mapped to the HTTP services' endpoints (Claw-Eval's ``tools:`` with
+    ``tool_endpoints:``); always exposed, audited and graded like any other tool."""
     tools: list[ToolName] = list(WORKSPACE_TOOLS)
     """Allow-list of tools the episode exposes. A service name (``mail``) stands for all its tools."""
     services: ServicesSeed = ServicesSeed()
@@ -243,6 +251,17 @@ class TaskSpec(_Frozen):
     """Scripted unsafe run that must trip a safety rule (kept out of the image); required when
     the spec has safety rules."""
 
+    @field_validator("http_tools", mode="before")
+    @classmethod
+    def _declare_http(cls, v: Any, info: ValidationInfo) -> Any:
+        # From here on (faults, tool options, the user's turns, the world's events), the task's
+        # own HTTP tools and services may be named where built-in ones are. Set on every
+        # validation (validate_default), cleared by _ids; a model-level wrap validator would do
+        # it more neatly but costs the JSON round trip of aliased fields (``as``).
+        services = [s.name for s in info.data.get("http_services") or []]
+        DECLARED.set((frozenset(declared_in({"http_tools": v})[0]), frozenset(services)))
+        return v
+
     @field_validator("tools", mode="before")
     @classmethod
     def _expand(cls, v: Any) -> Any:
@@ -269,6 +288,7 @@ class TaskSpec(_Frozen):
 
     @model_validator(mode="after")
     def _ids(self) -> "TaskSpec":
+        DECLARED.set((frozenset(), frozenset()))  # the fields are checked: what validates next is not this spec
         # The loader reports these with lines first; this is the backstop for API users.
         seen: set[str] = set()
         for group in ("checks", "safety"):
@@ -314,7 +334,16 @@ class TaskSpec(_Frozen):
         dup = {p for p in paths if paths.count(p) > 1}
         if dup:
             raise ValueError(f"workspace.files lists {sorted(dup)[0]!r} twice")
+        if self.http_services or self.http_tools:
+            problems = spec_problems(self)
+            if problems:  # each with its field: the loader puts each at its line
+                raise HttpSpecError(problems)
         return self
+
+    @property
+    def http_tool_names(self) -> list[str]:
+        """The names of the task's HTTP tools (exposed beside ``tools``)."""
+        return [t.name for t in self.http_tools]
 
     @property
     def multi_turn(self) -> bool:

@@ -17,7 +17,9 @@ def known_tools() -> tuple[str, ...]:
 
 
 def _tool_name(name: str) -> str:
-    if name not in known_tools():
+    from ..services.http_names import DECLARED
+
+    if name not in known_tools() and name not in DECLARED.get()[0]:  # or one of the task's HTTP tools
         import difflib
 
         close = difflib.get_close_matches(str(name), known_tools(), n=3, cutoff=0.6)

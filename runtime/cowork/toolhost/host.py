@@ -56,6 +56,9 @@ class ToolEntry:
     #: pydantic's TypeAdapter of ``fn``, built on the first call.
     adapter: Any = None
     is_async: bool = False
+    #: The tools/list entry of a tool registered with :meth:`ToolHost.listed_tool` (its own
+    #: schema; ``fn`` takes the arguments as one dict); None for a function tool.
+    wire: dict[str, Any] | None = None
 
 
 @dataclass
@@ -152,6 +155,16 @@ class ToolHost:
             return fn
         return deco
 
+    def listed_tool(self, wire: dict[str, Any], fn: Callable[[dict[str, Any]], Any]) -> None:
+        """Register a tool whose listing is given (``name``, ``description``, ``inputSchema``,
+        ``annotations``) and whose coroutine function ``fn`` takes the arguments as one dict: a
+        task's HTTP tools (toolhost.http_tools), which check their arguments themselves."""
+        if self._fastmcp is not None:
+            raise RuntimeError("tools must be registered before the FastMCP app is built")
+        self._tools[wire["name"]] = ToolEntry(wire["name"], fn, wire.get("description"), wire.get("annotations"),
+                                              is_async=True, wire=wire)
+        self._catalog = None
+
     def add_middleware(self, middleware: Any) -> None:
         """Add a middleware (``on_call_tool(context, call_next)``); the first added runs outermost."""
         self._middleware.append(middleware)
@@ -200,6 +213,14 @@ class ToolHost:
         entry = self._tools.get(name)
         if entry is None:
             raise ToolError(f"Unknown tool: {name!r}")
+        if entry.wire is not None:  # a listed tool: the arguments as they came
+            try:
+                value = await entry.fn(dict(args))
+            except ToolError:
+                raise
+            except Exception as exc:  # noqa: BLE001 - fastmcp's rule, as below
+                raise ToolError(f"Error calling tool {name!r}: {exc}") from exc
+            return self._convert(entry, value)
         if entry.adapter is None:
             from pydantic import TypeAdapter
 
@@ -259,9 +280,10 @@ class ToolHost:
             from .catalog import load_catalog
 
             catalog = load_catalog()
-            if any(name not in catalog for name in self._tools):  # a tool the image's catalog lacks
+            listed = {name: e.wire for name, e in self._tools.items() if e.wire is not None}
+            if any(name not in catalog and name not in listed for name in self._tools):  # one the image's lacks
                 catalog = {**catalog, **_list_with_fastmcp(self)}
-            self._catalog = catalog
+            self._catalog = {**catalog, **listed}  # a listed tool's own entry, even over a built-in name
         return self._catalog
 
     def fastmcp(self) -> Any:
@@ -273,6 +295,11 @@ class ToolHost:
             for mw in self._middleware:
                 app.add_middleware(mw)
             for entry in self._tools.values():
+                if entry.wire is not None:
+                    from .http_tools import fastmcp_tool
+
+                    app.add_tool(fastmcp_tool(entry.wire, entry.fn))
+                    continue
                 fn = entry.fn
                 if self.hidden.get(entry.name):
                     from .hidden import trimmed

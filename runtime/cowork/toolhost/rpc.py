@@ -21,6 +21,8 @@ import os
 import socket
 from typing import Any
 
+from ..formats import agent_identity
+from .agents import AGENT
 from .host import ToolHost
 
 log = logging.getLogger(__name__)
@@ -114,9 +116,17 @@ class RpcServer:
             if not isinstance(name, str) or not (args is None or isinstance(args, dict)):
                 raise _RpcError(INVALID_PARAMS, "tools/call needs a name (string) and arguments (object)")
             try:
+                # The agent behind the call (a harness's): from the request's _meta, never its arguments.
+                agent = agent_identity(params.get("_meta"))
+            except ValueError as exc:
+                raise _RpcError(INVALID_PARAMS, str(exc)) from None
+            token = AGENT.set(agent)
+            try:
                 return (await self.host.call_tool(name, args)).wire()
             except Exception as exc:  # noqa: BLE001 - every failure of a call is the caller's isError result
                 return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+            finally:
+                AGENT.reset(token)
         if method == "tools/list":
             return {"tools": self.host.tools_wire()}
         if method == "ping":
