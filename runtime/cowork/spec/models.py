@@ -5,9 +5,17 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationInfo,
+    ValidatorFunctionWrapHandler,
+    field_validator,
+    model_validator,
+)
 
 from ..formats import WORKSPACE_TOOLS
 from ..services.faults import FaultConfig
@@ -148,7 +156,7 @@ class ToolOptions(_Frozen):
 
     @model_validator(mode="wrap")
     @classmethod
-    def _arguments(cls, data: Any, handler: Any) -> "ToolOptions":
+    def _arguments(cls, data: Any, handler: ValidatorFunctionWrapHandler) -> Self:
         # TaskSpec passes the tool's name along under _TOOL_KEY (the key the options stand under),
         # so that an error here is reported at that key's line.
         tool = data.get(_TOOL_KEY) if isinstance(data, dict) else None
