@@ -186,6 +186,8 @@ class Coordinator:
     """The main agent's turns so far (its current one while it works; :class:`HarnessPolicy` counts them)."""
     _slots: asyncio.Semaphore | None = None
     _ended: asyncio.Event | None = None
+    _calls: set[asyncio.Future] = field(default_factory=set)
+    """Subagents' tool calls in flight (shielded: see :meth:`close`)."""
 
     def __post_init__(self) -> None:
         self._slots = asyncio.Semaphore(self.max_parallel)
@@ -364,7 +366,12 @@ class Coordinator:
         A tool outside the grant is refused here too; it is still sent, so the server
         writes its ``tool_denied`` record (the attempt is evidence) and runs nothing.
         """
-        res = await self.sandbox.call_tool(call.name, call.arguments, agent=sub.identity)
+        # Shielded: a subagent cut off mid-call leaves the call to finish, so its result is in the
+        # audit log before the evidence is exported (close() waits for it), never after.
+        inner = asyncio.ensure_future(self.sandbox.call_tool(call.name, call.arguments, agent=sub.identity))
+        self._calls.add(inner)
+        inner.add_done_callback(self._calls.discard)
+        res = await asyncio.shield(inner)
         if call.name not in sub.record.tools:
             sub.record.denied.append(call.name)
             if not res.is_error:
@@ -382,6 +389,11 @@ class Coordinator:
             task.cancel()
         if running:
             await asyncio.gather(*running, return_exceptions=True)
+        if self._calls:  # calls the cut-off subagents had in flight (each bounded by the tool timeout)
+            await asyncio.gather(*list(self._calls), return_exceptions=True)
+        for sub in self.subs.values():  # cancelled before its first step ran: it never set a status
+            if sub.record.status == "running":
+                sub.record.status, sub.record.error = "failed", "cut off: the episode ended before it began"
 
     def records(self, main_tools: list[str]) -> dict[str, AgentRecord]:
         """Every agent of the episode: ``main`` first, then each subagent."""
