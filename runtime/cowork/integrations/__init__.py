@@ -17,4 +17,8 @@ harnesses (imported on demand).
   (needs the ``openenv`` extra and ``openenv`` itself; docs/training.md).
 - :mod:`cowork.integrations.stepped`: cowork episodes driven one action at a time from outside,
   what the SkyRL and OpenEnv adapters share.
+- :mod:`cowork.integrations.loop_thread`: the sandbox pool on an event loop of its own thread
+  that the TRL, verl and stepped adapters drive from their trainers' threads.
+- :mod:`cowork.integrations.claw_eval`: ``cowork import claw-eval``, Claw-Eval's tasks with their
+  original graders (docs/claw-eval.md).
 """

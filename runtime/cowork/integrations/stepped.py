@@ -19,18 +19,16 @@ measured before each action, while the episode waits for it. Other modes pay the
 from __future__ import annotations
 
 import asyncio
-import atexit
 import logging
-import threading
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.base import AssistantTurn
 from ..errors import CoworkError, SandboxError
-from ..spec.loader import LoadedSpec, load_spec
+from ..spec.loader import LoadedSpec
+from .loop_thread import PoolRuntime, Runtimes
 
 log = logging.getLogger(__name__)
 
@@ -53,40 +51,22 @@ class PoolOptions(BaseModel):
     """Sandbox backend name (``docker``, ``gvisor``; None: ``settings.sandbox_backend``)."""
 
 
-class StepRuntime:
+class StepRuntime(PoolRuntime):
     """An event loop on a daemon thread, the sandbox pool on it, and each task's spec and tools.
 
     Trainers call environments synchronously from their own threads (SkyRL from an executor,
     OpenEnv's server from one thread per session); the pool's sandboxes live on one loop.
+
+    Args:
+        options: The pool settings.
+        pool: The pool to drive (None: one made from ``options``).
     """
 
-    def __init__(self, options: PoolOptions):
-        from ..sandbox.pool import SandboxPool
+    thread_name = "cowork-step-loop"
 
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cowork-step-loop", daemon=True)
-        self.thread.start()
-        self.pool = SandboxPool(max_per_task=options.max_per_task or options.max_sandboxes,
-                                max_total=options.max_sandboxes, max_uses=options.max_uses, backend=options.backend)
-        self._specs: dict[str, LoadedSpec] = {}
+    def __init__(self, options: PoolOptions, *, pool: Any = None):
+        super().__init__(options, pool=pool)
         self._tools: dict[str, list[Any]] = {}
-        self._lock = threading.Lock()
-
-    def run(self, coro: Any, timeout: float | None = None) -> Any:
-        """Run ``coro`` on the loop and wait for its result (from any other thread)."""
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
-
-    def spec(self, task: str | Path | LoadedSpec) -> LoadedSpec:
-        """One LoadedSpec per task folder (the pool keys its sandboxes by the folder).
-
-        Raises:
-            SpecError: the task does not load.
-        """
-        key = str((task.root if isinstance(task, LoadedSpec) else Path(task)).resolve())
-        with self._lock:
-            if key not in self._specs:
-                self._specs[key] = task if isinstance(task, LoadedSpec) else load_spec(key)
-            return self._specs[key]
 
     async def tools(self, loaded: LoadedSpec, sb: Any = None) -> list[Any]:
         """The MCP tools the task's sandboxes serve, read once per task: from ``sb`` (a
@@ -108,40 +88,20 @@ class StepRuntime:
                     await self.pool.release(sb)
         return self._tools[key]
 
-    def close(self, timeout: float = 120.0) -> None:
-        """Remove the pool's sandboxes and stop the loop."""
-        try:
-            self.run(self.pool.close(), timeout)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(5)
 
-
-_RUNTIMES: dict[PoolOptions, StepRuntime] = {}
-_RUNTIMES_LOCK = threading.Lock()
+_RUNTIMES_BY_KEY: Runtimes[StepRuntime] = Runtimes(StepRuntime)
+_RUNTIMES = _RUNTIMES_BY_KEY.runtimes
 
 
 def step_runtime(options: PoolOptions | None = None) -> StepRuntime:
     """The process's runtime for these pool options (made on first use, closed at exit)."""
     options = options or PoolOptions()
-    with _RUNTIMES_LOCK:
-        if options not in _RUNTIMES:
-            if not _RUNTIMES:
-                atexit.register(close_runtimes)
-            _RUNTIMES[options] = StepRuntime(options)
-        return _RUNTIMES[options]
+    return _RUNTIMES_BY_KEY.get(options, options)
 
 
 def close_runtimes() -> None:
     """Remove every sandbox of this process's stepped episodes and stop their loops (also at exit)."""
-    with _RUNTIMES_LOCK:
-        runtimes = list(_RUNTIMES.values())
-        _RUNTIMES.clear()
-    for rt in runtimes:
-        try:
-            rt.close()
-        except Exception as exc:  # noqa: BLE001 - at exit: say what was left, never raise
-            log.warning("closing the sandbox pool failed (the reaper removes what is left): %s", exc)
+    _RUNTIMES_BY_KEY.close_all()
 
 
 # --------------------------------------------------------------------------- the episode

@@ -39,7 +39,6 @@ whole generation batch at once: ``max_sandboxes`` >= the trainer's per-process
 from __future__ import annotations
 
 import asyncio
-import atexit
 import concurrent.futures
 import functools
 import hashlib
@@ -48,7 +47,6 @@ import json
 import keyword
 import logging
 import re
-import threading
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from types import GenericAlias
@@ -57,8 +55,9 @@ from typing import Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import CoworkError, PolicyError, SandboxError, SpecError, UnsupportedTask
-from ..spec.loader import LoadedSpec, load_spec, load_specs
+from ..spec.loader import LoadedSpec, load_specs
 from ..synth.dataset import resolve_tasks
+from .loop_thread import PoolRuntime, Runtimes
 from .trl_transcript import (
     CHANNEL_DESCRIPTION,
     MESSAGE_DESCRIPTION,
@@ -231,74 +230,24 @@ def tool_method(tool: Any) -> Callable[..., str]:
 
 
 # --------------------------------------------------------------------------- the per-process runtime
-class _Runtime:
-    """An event loop on a daemon thread and the sandbox pool that lives on it."""
+class _Runtime(PoolRuntime):
+    """The TRL environments' event loop on a daemon thread and the sandbox pool that lives on it."""
 
-    def __init__(self, options: EnvOptions):
-        from ..sandbox.pool import SandboxPool
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cowork-trl-loop", daemon=True)
-        self.thread.start()
-        self.pool = SandboxPool(max_per_task=options.max_per_task or options.max_sandboxes,
-                                max_total=options.max_sandboxes, max_uses=options.max_uses, backend=options.backend)
-        self._specs: dict[str, LoadedSpec] = {}
-        self._lock = threading.Lock()
-        self.background: set[concurrent.futures.Future] = set()
-
-    def submit(self, coro: Any) -> concurrent.futures.Future:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop)
-
-    def run(self, coro: Any, timeout: float | None = None) -> Any:
-        return self.submit(coro).result(timeout)
-
-    def spawn(self, coro: Any) -> None:
-        fut = self.submit(coro)
-        self.background.add(fut)
-        fut.add_done_callback(self.background.discard)
-
-    def spec(self, task: str | Path | LoadedSpec) -> LoadedSpec:
-        """One LoadedSpec per task folder (the pool keys its sandboxes by the spec's folder)."""
-        key = str((task.root if isinstance(task, LoadedSpec) else Path(task)).resolve())
-        with self._lock:
-            if key not in self._specs:
-                self._specs[key] = task if isinstance(task, LoadedSpec) else load_spec(key)
-            return self._specs[key]
-
-    def close(self, timeout: float = 120.0) -> None:
-        try:
-            concurrent.futures.wait(list(self.background), timeout=timeout)
-            self.run(self.pool.close(), timeout)
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(5)
+    thread_name = "cowork-trl-loop"
 
 
-_RUNTIMES: dict[tuple, _Runtime] = {}
-_RUNTIMES_LOCK = threading.Lock()
+_RUNTIMES_BY_KEY: Runtimes[_Runtime] = Runtimes(_Runtime)
+_RUNTIMES = _RUNTIMES_BY_KEY.runtimes
 
 
 def _runtime(options: EnvOptions) -> _Runtime:
     """The process's runtime for these pool settings (made on first use, closed at exit)."""
-    key = options.pool_key()
-    with _RUNTIMES_LOCK:
-        if key not in _RUNTIMES:
-            if not _RUNTIMES:
-                atexit.register(close)
-            _RUNTIMES[key] = _Runtime(options)
-        return _RUNTIMES[key]
+    return _RUNTIMES_BY_KEY.get(options.pool_key(), options)
 
 
 def close() -> None:
     """Remove every sandbox of this process's environments and stop their loops (also run at exit)."""
-    with _RUNTIMES_LOCK:
-        runtimes = list(_RUNTIMES.values())
-        _RUNTIMES.clear()
-    for rt in runtimes:
-        try:
-            rt.close()
-        except Exception as exc:  # noqa: BLE001 - at exit: say what was left, never raise
-            log.warning("closing the sandbox pool failed (the reaper removes what is left): %s", exc)
+    _RUNTIMES_BY_KEY.close_all()
 
 
 # --------------------------------------------------------------------------- the environment

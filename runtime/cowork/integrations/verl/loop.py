@@ -18,7 +18,8 @@ does, on a sandbox from this process's pool, with a policy that generates on ver
 mask, log-probabilities, reward and turn count.
 
 The sandboxes come from one :class:`~cowork.sandbox.pool.SandboxPool` per process and pool
-settings, driven by an event loop on a daemon thread (as the TRL adapter's): it outlives any
+settings, driven by an event loop on a daemon thread
+(:class:`~cowork.integrations.loop_thread.PoolRuntime`, as the TRL adapter's): it outlives any
 one of verl's loops, and closes at exit (:func:`close`). The model calls go back to verl's
 loop, where its server client lives.
 """
@@ -26,13 +27,8 @@ loop, where its server client lives.
 from __future__ import annotations
 
 import asyncio
-import atexit
-import concurrent.futures
 import logging
-import os
-import threading
 import time
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -40,7 +36,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from ...agents.chat_tokens import ChatTokens
 from ...errors import CoworkError, PolicyError, SandboxError, SpecError, require_extra
 from ...rollouts.rewards import reward_for
-from ...spec.loader import LoadedSpec, load_spec
+from ..loop_thread import PoolRuntime, Runtimes
 from .dataset import AGENT_NAME, first_messages
 from .policy import ServerPolicy
 
@@ -96,85 +92,24 @@ class LoopOptions(BaseModel):
 
 
 # --------------------------------------------------------------------------- the per-process runtime
-class _Runtime:
-    """An event loop on a daemon thread and the sandbox pool that lives on it."""
+class _Runtime(PoolRuntime):
+    """The agent loops' event loop on a daemon thread and the sandbox pool that lives on it."""
 
-    def __init__(self, options: LoopOptions):
-        from ...sandbox.pool import SandboxPool
-
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="cowork-verl-loop", daemon=True)
-        self.thread.start()
-        self.pool = SandboxPool(max_per_task=options.max_per_task or options.max_sandboxes,
-                                max_total=options.max_sandboxes, max_uses=options.max_uses, backend=options.backend)
-        self._specs: dict[str, LoadedSpec] = {}
-        self._lock = threading.Lock()
-
-    def spec(self, task_dir: str) -> LoadedSpec:
-        """One LoadedSpec per task folder (the pool keys its sandboxes by the spec's folder)."""
-        key = str(Path(task_dir).resolve())
-        with self._lock:
-            if key not in self._specs:
-                self._specs[key] = load_spec(key)
-            return self._specs[key]
-
-    async def run(self, coro: Any) -> Any:
-        """Await ``coro`` on the runtime's loop from any other loop (cancelling it with the caller)."""
-        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(coro, self.loop))
-
-    def close(self, timeout: float = 120.0) -> None:
-        """Remove the pool's sandboxes and stop the loop.
-
-        At interpreter exit the pool cannot close itself (Python has shut down the thread
-        pools its Docker calls run in, before any atexit hook): the sandboxes this process
-        started for the runtime's tasks are then removed directly, by their labels."""
-        try:
-            asyncio.run_coroutine_threadsafe(self.pool.close(), self.loop).result(timeout)
-        except (Exception, concurrent.futures.TimeoutError) as exc:  # noqa: BLE001 - fall back, then say
-            log.info("the sandbox pool did not close (%s): removing its sandboxes directly", exc)
-            self._remove_leftovers()
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(5)
-
-    def _remove_leftovers(self) -> None:
-        from ...engine import labels
-        from ...engine.container import remove_container
-        from ...engine.reaper import managed_containers
-
-        tasks = {ld.spec.id for ld in self._specs.values()}
-        for c in managed_containers():
-            lab = c.labels or {}
-            if lab.get(labels.SESSION) == labels.SESSION_ID and lab.get(labels.OWNER_PID) == str(os.getpid()) \
-                    and lab.get(labels.TASK) in tasks:
-                remove_container(c.id, lab.get(labels.RUN_DIR))
+    thread_name = "cowork-verl-loop"
 
 
-_RUNTIMES: dict[tuple, _Runtime] = {}
-_RUNTIMES_LOCK = threading.Lock()
+_RUNTIMES_BY_KEY: Runtimes[_Runtime] = Runtimes(_Runtime)
+_RUNTIMES = _RUNTIMES_BY_KEY.runtimes
 
 
 def _runtime(options: LoopOptions) -> _Runtime:
     """The process's runtime for these pool settings (made on first use, closed at exit)."""
-    key = options.pool_key()
-    with _RUNTIMES_LOCK:
-        if key not in _RUNTIMES:
-            if not _RUNTIMES:
-                atexit.register(close)
-            _RUNTIMES[key] = _Runtime(options)
-        return _RUNTIMES[key]
+    return _RUNTIMES_BY_KEY.get(options.pool_key(), options)
 
 
 def close() -> None:
     """Remove every sandbox of this process's agent loops and stop their loops (also run at exit)."""
-    with _RUNTIMES_LOCK:
-        runtimes = list(_RUNTIMES.values())
-        _RUNTIMES.clear()
-    for rt in runtimes:
-        try:
-            rt.close()
-        except (Exception, concurrent.futures.TimeoutError) as exc:  # noqa: BLE001 - at exit: say, never raise
-            log.warning("closing the sandbox pool failed (the reaper removes what is left): %s", exc)
+    _RUNTIMES_BY_KEY.close_all()
 
 
 # --------------------------------------------------------------------------- the agent loop
@@ -231,7 +166,7 @@ class CoworkAgentLoop(AgentLoopBase):
                               logprobs_mode=_logprobs_mode(rollout.get("logprobs_mode", None)),
                               server_loop=asyncio.get_running_loop())
         t0 = time.monotonic()
-        result = await rt.run(run_task(loaded, policy, pool=rt.pool, infra_retries=self.options.infra_retries))
+        result = await rt.arun(run_task(loaded, policy, pool=rt.pool, infra_retries=self.options.infra_retries))
         seconds = time.monotonic() - t0
         raw = kwargs.get("raw_prompt")  # a list, or a numpy array of messages: never tested for truth
         messages = [dict(m) for m in raw] if raw is not None else first_messages(loaded.spec)
