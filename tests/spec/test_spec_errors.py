@@ -326,7 +326,10 @@ class TestSchema:
     def test_schema_is_an_object_schema_of_task_fields(self, schema):
         assert schema["type"] == "object"
         assert schema.get("additionalProperties") is False
-        assert {"id", "title", "prompt", "checks", "oracle"} <= set(schema["required"])
+        assert {"id", "title", "prompt"} <= set(schema["required"])
+        # checks and oracle are required unless the task is graded by its original grader
+        assert schema["then"]["required"] == ["checks", "oracle"]
+        assert schema["if"] == {"not": {"required": ["original_grader"]}}
         assert "violation" in schema["properties"]  # required only with safety rules
         assert {"workspace", "tools", "limits", "safety", "pass_threshold"} <= set(schema["properties"])
 

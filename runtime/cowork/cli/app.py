@@ -593,6 +593,34 @@ def synth_evolve(runs: Annotated[Path, typer.Argument(help="a rollout folder (co
                         easier_at=easier_at, as_json=as_json)
 
 
+import_app = typer.Typer(help="Import another benchmark's tasks as cowork task folders.", no_args_is_help=True,
+                         epilog=_example("cowork import claw-eval ~/claw-eval --out imported/"))
+app.add_typer(import_app, name="import", rich_help_panel=EVALUATE)
+
+
+@import_app.command("claw-eval", epilog=_example("cowork import claw-eval ~/claw-eval --out imported/ && "
+                                                 "cowork validate imported/"))
+@_body
+def import_claw_eval(path: Annotated[Path, typer.Argument(help="the Claw-Eval checkout (its tasks/ and "
+                                                          "src/claw_eval/)", metavar="PATH", show_default=False)],
+                     out: Annotated[Path, typer.Option(help="folder to write <task id>/ and import-report.json "
+                                                       "into", show_default=False)],
+                     native: Annotated[bool, typer.Option("--native", help="also translate the declared scoring "
+                                                          "components into cowork checks, graded beside the "
+                                                          "original grader")] = False,
+                     only: Annotated[list[str] | None, typer.Option("--only", metavar="ID", help="import only this "
+                                                                    "task (id or folder); repeat for several "
+                                                                    "(default: every task)")] = None,
+                     judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
+                     as_json: Json = False) -> int:
+    """Convert a Claw-Eval checkout's tasks into task folders graded by their original grader.py;
+    report what was imported and what was refused, and why. Exit 1 when nothing was imported."""
+    from . import imports
+
+    return imports.claw_eval(path, out=out, native=native, only=only or [], judge_model=judge_model,
+                             judge_base_url=judge_base_url, as_json=as_json)
+
+
 spec_app = typer.Typer(help="Spec utilities.", no_args_is_help=True)
 images_app = typer.Typer(help="Image utilities.", no_args_is_help=True)
 app.add_typer(spec_app, name="spec", rich_help_panel=MAINTENANCE)

@@ -229,7 +229,8 @@ class _Episode:
 
 
 async def _outside_checks(loaded: LoadedSpec, ev: Evidence, image: str, judge: Any) -> None:
-    """Run hidden verifiers and the LLM judge; record their results in the evidence."""
+    """Run hidden verifiers, the LLM judge and the original grader; record their results in the
+    evidence."""
     from ..spec.checks import walk
 
     # Judges may sit inside combinators and tiers; verifiers only at the top (the spec says so).
@@ -241,6 +242,11 @@ async def _outside_checks(loaded: LoadedSpec, ev: Evidence, image: str, judge: A
         ev.meta["verifiers"] = await in_thread(run_verifiers, loaded.spec, loaded.root, ev.workspace_tar, image)
     if "judge" in kinds and judge is not None:
         ev.meta["judgements"] = await judge.judge_all(loaded.spec, ev)
+    if loaded.spec.original_grader is not None:  # the benchmark's own grader, isolated (never raises)
+        from ..engine.client import in_thread
+        from ..engine.original_grader import run_original_grader
+
+        ev.meta["original_grader"] = await in_thread(run_original_grader, loaded.spec, loaded.root, ev, image, judge)
 
 
 @dataclass

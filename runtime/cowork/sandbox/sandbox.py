@@ -433,14 +433,16 @@ class Sandbox:
             ev.meta["branch_errors"] = errors
         return ev
 
-    async def grade(self, trace: dict[str, Any] | None = None) -> "Grade":
+    async def grade(self, trace: dict[str, Any] | None = None, judge: Any = None) -> "Grade":
         """Export the evidence now (:meth:`export_evidence`) and grade it (:meth:`grade_evidence`)."""
-        return await self.grade_evidence(await self.export_evidence(trace))
+        return await self.grade_evidence(await self.export_evidence(trace), judge=judge)
 
-    async def grade_evidence(self, ev: Evidence) -> "Grade":
-        """Grade this sandbox's evidence with its spec: hidden verifiers first (their results go
-        into ``ev.meta``), then every check and rule, on the live state and on every branch a
-        restore abandoned (a violation there keeps the grade unsafe; see docs/checkpoints.md).
+    async def grade_evidence(self, ev: Evidence, judge: Any = None) -> "Grade":
+        """Grade this sandbox's evidence with its spec: hidden verifiers first, and the original
+        grader of an imported task (their results go into ``ev.meta``; ``judge``, a
+        grading.judge.LLMJudge, answers the original grader's judge calls), then every check and
+        rule, on the live state and on every branch a restore abandoned (a violation there keeps
+        the grade unsafe; see docs/checkpoints.md).
 
         Raises:
             SandboxError: a verifier container could not be run.
@@ -453,6 +455,12 @@ class Sandbox:
 
             ev.meta["verifiers"] = await in_thread(run_verifiers, self.spec, self.loaded.root, ev.workspace_tar,
                                                    self.image)
+        if self.spec.original_grader is not None:  # never raises: a failure is recorded, graded not_graded
+            from ..engine.client import in_thread
+            from ..engine.original_grader import run_original_grader
+
+            ev.meta["original_grader"] = await in_thread(run_original_grader, self.spec, self.loaded.root, ev,
+                                                         self.image, judge)
         return grade(self.spec, ev)
 
     def _initial_hashes(self) -> dict[str, str]:

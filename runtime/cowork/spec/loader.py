@@ -522,6 +522,8 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
             elif base is not None and base.is_dir() and vdir.is_relative_to(base.resolve()):
                 problems.append(f"{shown}:{where(loc)}: {_field(loc)}: verifier folder {c.files!r} lies inside the "
                                 f"workspace folder and would be visible to the agent; move it beside task.yaml")
+    if spec.original_grader is not None:
+        problems += _original_grader_problems(spec, root, base, where, shown)
     for loc, msg in file_problems(spec, root, ws.dir):
         problems.append(f"{shown}:{where(loc)}: {_field(loc)}: {msg}")
     for group in ("oracle", "violation"):
@@ -536,6 +538,32 @@ def _check_files(spec: TaskSpec, root: Path, data: dict, where, shown: str) -> l
             else:
                 problems.append(at + f"{step.tool!r} is not in the spec's tools allow-list")
     return problems + _tool_option_problems(spec, where, shown)
+
+
+def _original_grader_problems(spec: TaskSpec, root: Path, workspace: Path | None, where, shown: str) -> list[str]:
+    """The original grader's folder: in the task folder, and apart from what enters the image
+    (the workspace folder, the HTTP services' folders), so the agent never reads the grader."""
+    og = spec.original_grader
+    assert og is not None
+    loc = ("original_grader", "files")
+    at = f"{shown}:{where(loc)}: original_grader.files: "
+    folder = (root / og.files).resolve()
+    if not folder.is_relative_to(root.resolve()) or folder == root.resolve() or not folder.is_dir():
+        return [at + f"folder {og.files!r} not found in the task folder (it holds the benchmark's src/ and tasks/)"]
+    shared = [("the workspace folder", workspace)] if workspace is not None and workspace.is_dir() else []
+    shared += [(f"http service {s.name!r}'s folder", root / s.files) for s in spec.http_services if s.files]
+    for what, other in shared:
+        other = other.resolve()
+        if folder.is_relative_to(other) or other.is_relative_to(folder):
+            return [at + f"{og.files!r} overlaps {what}, whose files go into the sandbox; keep the grader's "
+                         "folder beside them"]
+    grader = folder / "tasks" / og.task_id / "grader.py"
+    if not grader.is_file():
+        return [at + f"{og.files!r} has no tasks/{og.task_id}/grader.py (original_grader.task_id names the task "
+                     "folder there)"]
+    if not (folder / "src" / "claw_eval").is_dir():
+        return [at + f"{og.files!r} has no src/claw_eval/ (the benchmark's package the grader imports)"]
+    return []
 
 
 def _tool_option_problems(spec: TaskSpec, where, shown: str) -> list[str]:

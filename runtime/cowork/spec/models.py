@@ -25,6 +25,7 @@ from .capabilities import CapabilityName, Difficulty
 from .checks import Check
 from .conversation import Day, Event, User, UserTurn
 from .http_services import DECLARED, HttpService, HttpSpecError, HttpTool, declared_in, spec_problems
+from .original_grader import OriginalGrader
 from .paths import WsPath
 from .toolnames import ToolName, known_tools  # noqa: F401  (known_tools: public here)
 
@@ -199,6 +200,11 @@ class Step(_Frozen):
 class TaskSpec(_Frozen):
     """A task: the request, the initial workspace, the tools, the checks and the limits."""
 
+    # checks and oracle are required unless the original grader grades the task: said in the
+    # JSON Schema too, so an editor flags a spec that has neither.
+    model_config = ConfigDict(**_Frozen.model_config, json_schema_extra={
+        "if": {"not": {"required": ["original_grader"]}}, "then": {"required": ["checks", "oracle"]}})
+
     version: Literal[1] = 1
     """Spec format version."""
     id: str = Field(pattern=_ID)
@@ -237,8 +243,14 @@ class TaskSpec(_Frozen):
     the tool without ``status`` and refuses a call that sends it."""
     limits: Limits = Limits()
     """Time and resource limits."""
-    checks: list[Check] = Field(min_length=1)
-    """Completion checks; the weighted share that pass is the completion score."""
+    original_grader: OriginalGrader | None = None
+    """Grade with the original benchmark's own grader (an imported Claw-Eval task's
+    ``grader.py``, run isolated after the episode): its result is the grade, and ``checks``,
+    ``safety`` and ``oracle`` may then be empty (checks given beside it are graded and
+    reported side by side as ``Grade.native``)."""
+    checks: list[Check] = Field(default=[], validate_default=True)
+    """Completion checks; the weighted share that pass is the completion score. At least one,
+    unless ``original_grader`` grades the task."""
     safety: list[Check] = []
     """Safety rules: each must hold; one that fails is a violation and gates the score."""
     scoring: Scoring = Scoring()
@@ -253,11 +265,12 @@ class TaskSpec(_Frozen):
     days: list[Day] = []
     """Later days (day 2 onwards): each moves the clock and starts with a new user message;
     the agent continues in the same sandbox."""
-    oracle: list[Step] = Field(min_length=1)
-    """Scripted reference solution (kept out of the image); ``reply`` steps end its turns."""
+    oracle: list[Step] = Field(default=[], validate_default=True)
+    """Scripted reference solution (kept out of the image); ``reply`` steps end its turns. At
+    least one step, unless ``original_grader`` grades the task."""
     violation: list[Step] = []
     """Scripted unsafe run that must trip a safety rule (kept out of the image); required when
-    the spec has safety rules."""
+    the spec has safety rules, unless ``original_grader`` grades the task."""
 
     @field_validator("http_tools", mode="before")
     @classmethod
@@ -268,6 +281,18 @@ class TaskSpec(_Frozen):
         # it more neatly but costs the JSON round trip of aliased fields (``as``).
         services = [s.name for s in info.data.get("http_services") or []]
         DECLARED.set((frozenset(declared_in({"http_tools": v})[0]), frozenset(services)))
+        return v
+
+    @field_validator("checks", "oracle")
+    @classmethod
+    def _needed_unless_original(cls, v: list[Any], info: ValidationInfo) -> list[Any]:
+        # A field validator (not a model-level one, which would cost the aliased round trip):
+        # original_grader is declared before both fields, so info.data holds it.
+        # A failed original_grader is absent from info.data (one that is merely not given is
+        # there as None): its own error says what is wrong, this one would only add noise.
+        if not v and "original_grader" in info.data and info.data["original_grader"] is None:
+            what = "completion check" if info.field_name == "checks" else "step"
+            raise ValueError(f"give at least one {what} (or grade the task with original_grader)")
         return v
 
     @field_validator("tools", mode="before")
@@ -335,9 +360,15 @@ class TaskSpec(_Frozen):
             from .formula import name_of, parse
 
             parse(self.scoring.formula, {name_of(self.check_id("checks", i)) for i in range(len(self.checks))})
-        if self.safety and not self.violation:
+        if self.safety and not self.violation and self.original_grader is None:
             raise ValueError("violation: a spec with safety rules needs a violation script that trips one "
                              "(validation proves the rules can fire with it)")
+        if self.original_grader is not None:
+            known = {svc.name for svc in self.http_services}
+            for name in self.original_grader.services:
+                if name not in known:
+                    raise ValueError(f"original_grader.services: no http service {name!r} (http_services: "
+                                     f"{', '.join(sorted(known)) or 'none declared'})")
         paths = [f.path for f in self.workspace.files]
         dup = {p for p in paths if paths.count(p) > 1}
         if dup:
