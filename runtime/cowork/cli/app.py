@@ -487,14 +487,20 @@ def synth_corpus(out: Annotated[Path, typer.Option(help="folder to write <family
                                                               "dataset there: train/validation/test by world seed, "
                                                               "only validated specs with --validate, rejects.jsonl "
                                                               "and a card (default: none)", show_default=False)] = None,
+                 resume: Annotated[bool, typer.Option("--resume", help="with --validate, finish an interrupted run "
+                                                      "in the same --out with the same options: specs on disk are "
+                                                      "kept (refused if they differ), proofs in "
+                                                      "OUT/validation.journal.jsonl are not redone")] = False,
                  as_json: Json = False) -> Outcome:
     """Generate specs from every registered task family, optionally validate them, and print
-    valid/invalid per family and capability with validated specs per minute."""
+    valid/invalid per family and capability with validated specs per minute. With --validate
+    each proof is kept as it finishes (OUT/validation.journal.jsonl): after Ctrl-C or a crash,
+    the same command with --resume finishes the run."""
     from . import synth
 
     return synth.corpus(out, per_family=per_family, seed=seed, validate=validate, concurrency=concurrency,
                         as_json=as_json, n=n, only=only, dataset_out=dataset, gates=gates,
-                        fix_difficulty=fix_difficulty)
+                        fix_difficulty=fix_difficulty, resume=resume)
 
 
 @synth_app.command("bench", epilog=_example("cowork synth corpus --out c200/ --n 200 --only generators --seed 7000",

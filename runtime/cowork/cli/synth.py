@@ -178,24 +178,33 @@ def _key(ls: Any) -> str:
 
 async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concurrency: int, as_json: bool,
                  n: int | None = None, only: str = "all", dataset_out: Path | None = None, gates: bool = True,
-                 fix_difficulty: bool = False) -> int:
+                 fix_difficulty: bool = False, resume: bool = False) -> int:
     """Write ``per_family`` specs of every registered family (seeds ``seed`` ..), or ``n`` in
     all spread evenly over them (the first ``n % families`` get one more); ``only`` picks
     ``generators`` (the world generators), ``templates`` (the template families) or ``all``. With
     ``validate`` prove each in sandboxes, ``concurrency`` at once; an invalid spec is moved
     to ``out/_invalid/`` with its report, so ``out`` holds only specs that validated, and every
-    report goes to ``out/validation.json``. With ``dataset_out`` also write the Hugging Face
-    dataset of the corpus there (:func:`cowork.synth.dataset.build`: only validated specs
-    when ``validate``). Prints valid/invalid per family and per capability and validated specs
-    per minute."""
-    import json
+    report goes to ``out/validation.json``. Each finished proof is kept at once in
+    ``out/validation.journal.jsonl`` (:class:`CorpusJournal`): an interrupted run is finished by
+    the same command with ``resume``, which rewrites no spec and proves no journaled spec again.
+    With ``dataset_out`` also write the Hugging Face dataset of the corpus there
+    (:func:`cowork.synth.dataset.build`: only validated specs when ``validate``). Prints
+    valid/invalid per family and per capability and validated specs per second.
+
+    Raises:
+        CoworkError: A bad option; ``out`` holds a journal and ``resume`` is not given; ``resume``
+            with other options than the journal's, or a spec on disk that differs from what
+            the options generate.
+        KeyboardInterrupt: Ctrl-C: the journaled proofs stay, and the note says how to resume.
+    """
     import time
 
     from ..errors import CoworkError
 
     # From the module: after the first call the package attribute `families` is the
     # subpackage of built-in families (its import shadows the function).
-    from ..synth.family import families, generate, write_draft
+    from ..synth.family import families
+    from . import interrupted
 
     if concurrency < 1:
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
@@ -215,29 +224,46 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
     counts = {name: per_family for name in fams}
     if n is not None:
         counts = {name: n // len(fams) + (i < n % len(fams)) for i, name in enumerate(sorted(fams))}
+    options = _corpus_options(per_family, seed, n, only, gates, fix_difficulty)
+    again = _corpus_source(out, per_family, seed, True, n, only) + _corpus_flags(gates, fix_difficulty, concurrency,
+                                                                                 dataset_out) + " --resume"
+    journal = None
+    if validate:
+        journal = CorpusJournal.open(out, options, resume=resume, command=again)
+    elif resume:
+        raise CoworkError("--resume finishes an interrupted `synth corpus --validate`: add --validate (and the "
+                          "options of the first run)")
+    elif (out / JOURNAL).exists():
+        raise CoworkError(f"{out / JOURNAL} exists: {out} holds a validated corpus; finish it with --validate "
+                          "--resume and its options, or choose another --out")
+    total = sum(counts.values())
     written: list[tuple[str, Path]] = []
-    failed: dict[str, str] = {}
+    if journal is not None:
+        interrupted.expect(lambda: _corpus_note(journal, out, len(written), total, again))
     t_gen = time.monotonic()
-    for name in sorted(fams):
-        for s in range(seed, seed + counts[name]):
-            try:
-                draft = generate(name, s)
-            except Exception as exc:  # noqa: BLE001 - a generator's bug costs its spec, not the corpus
-                failed[f"{name}-{s}"] = f"{type(exc).__name__}: {exc}"
-                continue
-            written.append((name, write_draft(draft, out)))
+    failed, kept = _generate_corpus(out, counts, seed, written, resume=resume,
+                                    journaled=journal.proofs if journal is not None else {})
     gen_s = time.monotonic() - t_gen
     result: dict[str, Any] = {"out": str(out), "families": len(fams), "written": len(written),
                               "generate_seconds": round(gen_s, 2),
                               "generated_per_second": round(len(written) / gen_s, 1) if gen_s else None,
                               "generation_failed": failed}
+    if resume:
+        result["already_on_disk"] = kept
     if failed:
+        import json
+
         out.mkdir(parents=True, exist_ok=True)
         (out / "generation-failures.json").write_text(json.dumps(failed, indent=1, sort_keys=True))
-    if validate:
-        result |= await _prove_corpus(out, written, concurrency=concurrency, gates=gates,
-                                      fix_difficulty=fix_difficulty)
-    if not validate:  # an earlier --validate run's record does not speak for these specs
+    if journal is not None:  # --validate
+        try:
+            result |= await _prove_corpus(out, written, concurrency=concurrency, gates=gates,
+                                          fix_difficulty=fix_difficulty, journal=journal)
+        except Exception:  # the machine failed: say what is kept, then the error
+            output.say(f"cowork: {_corpus_note(journal, out, len(written), total, again, 'stopped by an error')}",
+                       err=True)
+            raise
+    else:  # an earlier --validate run's record does not speak for these specs
         (out / "validation.json").unlink(missing_ok=True)
     built = None
     if dataset_out is not None and written:
@@ -250,128 +276,503 @@ async def corpus(out: Path, *, per_family: int, seed: int, validate: bool, concu
         return exits.OK if not result.get("invalid") and not failed else exits.GATE_FAILED
     if built is not None:
         output.say(built.summary())
-    output.say(f"wrote {len(written)} spec(s) from {len(fams)} famil{'y' if len(fams) == 1 else 'ies'} under {out} "
-               f"in {gen_s:.1f} s ({result['generated_per_second']} specs/s)")
-    if failed:
-        output.say(f"{len(failed)} spec(s) could not be generated (reasons in {out / 'generation-failures.json'}):")
-        for key, why in list(failed.items())[:10]:
-            output.say(f"  {key}: {why}")
+    _say_corpus(result, out, len(fams), gen_s, validate, gates)
     if validate:
-        for title, table in (("family", result["per_family"]), ("capability", result["per_capability"])):
-            output.say(f"{title:32} valid invalid")
-            for k, v in table.items():
-                output.say(f"{k:32} {v.get('valid', 0):5} {v.get('invalid', 0):7}")
-        for reason, count in result["rejects_by_reason"].items():
-            output.say(f"rejected {count:5} {reason}")
-        output.say(f"{result['valid']} valid, {result['invalid']} rejected (moved to {out / '_invalid'}); "
-                   f"{result['valid_per_second']} validated specs per second "
-                   f"({'gates included' if gates else 'no gates'}), {result['minutes']} min")
         return exits.OK if not result["invalid"] and not failed else exits.GATE_FAILED
     output.say(f"check them: cowork validate {out} --concurrency 2 && cowork synth check {out}")
     return exits.OK if not failed else exits.GATE_FAILED
 
 
-async def _prove_corpus(out: Path, written: list[tuple[str, Path]], *, concurrency: int, gates: bool,
-                        fix_difficulty: bool) -> dict[str, Any]:
-    """Prove every written spec (``synth.prove``), reject the invalid and the refused (moved to
-    ``out/_invalid`` with their report), and write ``out/validation.json`` (every report, gate
-    findings included) and ``out/corpus-report.json``; the figures for the corpus result."""
-    import asyncio
-    import json
+def _say_corpus(result: dict[str, Any], out: Path, families: int, gen_s: float, validate: bool, gates: bool) -> None:
+    """The text report of ``synth corpus`` (``result`` as ``--json`` prints it)."""
+    failed = result["generation_failed"]
+    output.say(f"wrote {result['written']} spec(s) from {families} famil{'y' if families == 1 else 'ies'} under "
+               f"{out} in {gen_s:.1f} s ({result['generated_per_second']} specs/s)"
+               + (f"; {result['already_on_disk']} were on disk already, unchanged" if "already_on_disk" in result
+                  else ""))
+    if failed:
+        output.say(f"{len(failed)} spec(s) could not be generated (reasons in {out / 'generation-failures.json'}):")
+        for key, why in list(failed.items())[:10]:
+            output.say(f"  {key}: {why}")
+    if not validate:
+        return
+    for title, table in (("family", result["per_family"]), ("capability", result["per_capability"])):
+        output.say(f"{title:32} valid invalid")
+        for k, v in table.items():
+            output.say(f"{k:32} {v.get('valid', 0):5} {v.get('invalid', 0):7}")
+    for reason, count in result["rejects_by_reason"].items():
+        output.say(f"rejected {count:5} {reason}")
+    segments = result["segments"]
+    if len(segments) > 1 or result["proved_before"]:
+        output.say(f"proved in {len(segments)} run(s) ({result['proved_before']} read back from the journal): "
+                   + "; ".join(f"{s['proved']} in {s['seconds']} s from {s['started']}, {s['ended']}"
+                               for s in segments))
+    output.say(f"{result['valid']} valid, {result['invalid']} rejected (moved to {out / '_invalid'}); "
+               f"{result['valid_per_second']} validated specs per second "
+               f"({'gates included' if gates else 'no gates'}), {result['minutes']} min")
+
+
+def _generate_corpus(out: Path, counts: dict[str, int], seed: int, written: list[tuple[str, Path]], *,
+                     resume: bool, journaled: dict[str, dict[str, Any]]) -> tuple[dict[str, str], int]:
+    """Write every family's specs under ``out``, appending ``(family, folder)`` to ``written``
+    as each is placed (the interrupt note counts them). Each spec is written to a staging
+    folder first and renamed into place, so a spec folder is whole or absent. With ``resume``
+    a spec already on disk (in ``out`` or ``out/_invalid``) is compared with the draft and
+    kept, not rewritten. Returns the specs that could not be generated (with why) and how
+    many were on disk already.
+
+    Raises:
+        CoworkError: With ``resume``, a spec on disk differs from its draft.
+    """
     import shutil
+
+    from ..synth.family import generate, write_draft
+
+    failed: dict[str, str] = {}
+    kept = 0
+    stage = out / _STAGING
+    try:
+        for name in sorted(counts):
+            for s in range(seed, seed + counts[name]):
+                try:
+                    draft = generate(name, s)
+                except Exception as exc:  # noqa: BLE001 - a generator's bug costs its spec, not the corpus
+                    failed[f"{name}-{s}"] = f"{type(exc).__name__}: {exc}"
+                    continue
+                staged = write_draft(draft, stage)
+                target = out / staged.name
+                found = next((p for p in (target, out / "_invalid" / staged.name) if (p / SPEC).is_file()),
+                             None) if resume else None
+                if found is not None:
+                    _same_spec(staged, found, journaled.get(staged.name), out)
+                    shutil.rmtree(staged)
+                    written.append((name, found))
+                    kept += 1
+                    continue
+                if target.exists():
+                    shutil.rmtree(target)
+                staged.rename(target)
+                written.append((name, target))
+    finally:
+        if stage.exists():
+            shutil.rmtree(stage)
+    return failed, kept
+
+
+def _same_spec(staged: Path, found: Path, journaled: dict[str, Any] | None, out: Path) -> None:
+    """Check that the spec on disk at ``found`` is the draft staged at ``staged``: every file of
+    the draft the same bytes, except a task.yaml that proving relabelled (``--fix-difficulty``),
+    which must be the text the journal recorded after proving this very draft.
+
+    Raises:
+        CoworkError: A file differs or is missing (other options, or other generators).
+    """
+    from ..errors import CoworkError
+
+    draft_sha = _sha(staged / SPEC)
+    if journaled is not None and journaled.get("draft_sha") != draft_sha:
+        raise CoworkError(f"{found / SPEC}: the journal's proof of {found.name} was of another text than these "
+                          f"options generate: {out} was made with other options or another version of the "
+                          "generators; rerun with the options it was made with, or choose another --out")
+    for path in sorted(p for p in staged.rglob("*") if p.is_file()):
+        rel = path.relative_to(staged)
+        on_disk = found / rel
+        if on_disk.is_file() and on_disk.read_bytes() == path.read_bytes():
+            continue
+        if (rel.as_posix() == SPEC and journaled is not None and on_disk.is_file()
+                and journaled.get("disk_sha") == _sha(on_disk)):
+            continue  # relabelled by its proof, as the journal recorded
+        what = "is missing" if not on_disk.is_file() else "differs from what these options generate"
+        raise CoworkError(f"{on_disk} {what}: {out} was made with other options (or another version of the "
+                          "generators); rerun with the options it was made with, or choose another --out")
+
+
+def _sha(path: Path) -> str | None:
+    """The sha256 of a file's bytes; None when it is not there."""
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() else None
+
+
+def _corpus_note(journal: CorpusJournal, out: Path, written: int, total: int, again: str,
+                 head: str = "interrupted") -> str:
+    """What an interrupted or failed ``synth corpus --validate`` keeps, and the command that
+    finishes it."""
+    proved = len(journal.proofs)
+    return (f"{head}: {proved} of {total} spec(s) proved and kept in {journal.path}"
+            f"{f' ({written} of {total} written)' if written < total else ''}; finish with: {again} "
+            "(journaled specs are read back, not proved again)")
+
+
+async def _prove_corpus(out: Path, written: list[tuple[str, Path]], *, concurrency: int, gates: bool,
+                        fix_difficulty: bool, journal: CorpusJournal | None = None) -> dict[str, Any]:
+    """Prove every written spec (``synth.prove``) the journal does not hold yet, keeping each
+    proof in it as it finishes; then, over all of them, reject the invalid and the refused
+    (moved to ``out/_invalid`` with their report; a spec already there stays), and write
+    ``out/validation.json`` (every report, gate findings included) and ``out/corpus-report.json``;
+    the figures for the corpus result, timed over every run's proving (the journal's segments).
+    Without ``journal`` a new one is started in ``out``.
+
+    Raises:
+        CoworkError: ``journal`` is None and ``out`` holds one already.
+        KeyboardInterrupt, asyncio.CancelledError: The proofs finished are journaled, the
+            others not; the segment is closed as interrupted.
+    """
+    import asyncio
     import time
-    from collections import Counter, defaultdict
 
     from ..rollouts.progress import ProgressReport
+    from ..synth.prove import Proof, can_bundle, prove
+
+    if journal is None:
+        journal = CorpusJournal.open(out, {}, resume=False, command="")
+    done: dict[str, tuple[str, Path, Proof]] = {}
+    todo: list[tuple[str, Path]] = []
+    for name, folder in written:
+        record = journal.proofs.get(folder.name)
+        if record is not None:
+            done[folder.name] = (name, folder, journal.proof(folder.name))
+        else:
+            todo.append((name, folder))
+    before = len(done)
+    limit = asyncio.Semaphore(concurrency)
+    progress = ProgressReport("validate", "specs", len(written), done=before)
+
+    async def one(name: str, folder: Path) -> None:
+        async with limit:
+            draft_sha = _sha(folder / SPEC)
+            proof = await prove(folder, gates=gates, fix_difficulty=fix_difficulty)
+        journal.record(name, folder, proof, draft_sha=draft_sha, disk_sha=_sha(folder / SPEC))
+        done[folder.name] = (name, folder, proof)
+        progress.advance(f"{proof.task or folder.name} {'VALID' if proof.ok else 'REJECTED'}")
+
+    if todo:
+        journal.begin()
+        tasks = [asyncio.ensure_future(one(n, f)) for n, f in todo]
+        try:
+            with progress:
+                await asyncio.gather(*tasks)
+        except BaseException as exc:
+            # In-flight proofs are dropped, not journaled; the segment's time is kept.
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            journal.end(interrupted=True)
+            current = asyncio.current_task()
+            if isinstance(exc, KeyboardInterrupt) and current is not None and current.cancelling():
+                # A proof's KeyboardInterrupt already left the loop, and asyncio.run is
+                # cancelling us before it raises it: end cancelled, so the loop closes cleanly.
+                raise asyncio.CancelledError() from exc
+            raise
+        journal.end(interrupted=False)
+    t1 = time.monotonic()
+    ordered = [done[folder.name] for _, folder in written]
+    by_key = _corpus_gates(ordered) if gates else {f.name: list(p.reasons) for _, f, p in ordered}
+    corpus_gate_s = time.monotonic() - t1 if gates else 0.0
+    figures = _corpus_reports(out, ordered, by_key)
+    segments = journal.segments()
+    proving_s = sum(s["seconds"] for s in segments)
+    seconds = proving_s + corpus_gate_s
+    valid, proofs = figures.pop("valid"), sorted(p.seconds for _, _, p in ordered)
+    figures = {
+        "valid": valid, **figures, "minutes": round(seconds / 60, 2),
+        "valid_per_minute": round(valid / seconds * 60, 2) if seconds else None,
+        "proved_per_second": round(len(ordered) / seconds, 3) if seconds else None,
+        "valid_per_second": round(valid / seconds, 3) if seconds else None,
+        "gates": gates, "bundles": can_bundle(), "concurrency": concurrency,
+        "sandbox_seconds": round(proving_s, 1), "corpus_gate_seconds": round(corpus_gate_s, 3),
+        "proving_seconds": round(proving_s, 3), "segments": segments, "proved_before": before,
+        "journal": str(journal.path),
+        "proof_seconds_median": round(proofs[len(proofs) // 2], 2) if proofs else None,
+        "relabelled": {p.task: p.relabelled for _, _, p in ordered if p.relabelled}}
+    import json
+
+    (out / "corpus-report.json").write_text(json.dumps(figures, indent=1, sort_keys=True))
+    return figures
+
+
+def _corpus_gates(done: list[tuple[str, Path, Any]]) -> dict[str, list[str]]:
+    """Each spec's reasons (by folder name) with the corpus-wide gates': of a near-duplicate or
+    clone pair among the specs proved ok, the later goes."""
     from ..spec.loader import load_spec
     from ..synth import gates as G
-    from ..synth.prove import can_bundle, prove
-    from ..validate.validate import Finding
 
-    limit = asyncio.Semaphore(concurrency)
-    progress = ProgressReport("validate", "specs", len(written))
-    t0 = time.monotonic()
+    by_key: dict[str, list[str]] = {folder.name: list(proof.reasons) for _, folder, proof in done}
+    kept = [load_spec(folder) for _, folder, proof in done if proof.ok]
+    folder_of = {_key(ls): ls.root.name for ls in kept}
+    pairs = G.near_duplicates(kept)
+    for pair in pairs:
+        by_key[folder_of[pair.second]].append(f"gate near-duplicate: of {pair.first} (prompt "
+                                              f"{pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
+    seen = {(p.first, p.second) for p in pairs}
+    for pair in G.structural_duplicates(kept):
+        if (pair.first, pair.second) not in seen:
+            by_key[folder_of[pair.second]].append(f"gate clone: of {pair.first} (same oracle, checks and "
+                                                  "rules with entities renamed)")
+    return by_key
 
-    async def one(name: str, folder: Path):
-        async with limit:
-            proof = await prove(folder, gates=gates, fix_difficulty=fix_difficulty)
-        progress.advance(f"{proof.task or folder.name} {'VALID' if proof.ok else 'REJECTED'}")
-        return name, folder, proof
 
-    with progress:
-        done = await asyncio.gather(*(one(n, f) for n, f in written))
-    sandbox_s = time.monotonic() - t0
-    by_key: dict[Path, list[str]] = {folder: list(proof.reasons) for _, folder, proof in done}
-    corpus_gate_s = 0.0
-    if gates:  # corpus-wide: the later spec of a near-duplicate or clone pair goes
-        t1 = time.monotonic()
-        kept = [load_spec(folder) for _, folder, proof in done if proof.ok]
-        folder_of = {_key(ls): ls.root for ls in kept}
-        pairs = G.near_duplicates(kept)
-        for pair in pairs:
-            by_key[folder_of[pair.second]].append(f"gate near-duplicate: of {pair.first} (prompt "
-                                                  f"{pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
-        seen = {(p.first, p.second) for p in pairs}
-        for pair in G.structural_duplicates(kept):
-            if (pair.first, pair.second) not in seen:
-                by_key[folder_of[pair.second]].append(f"gate clone: of {pair.first} (same oracle, checks and "
-                                                      "rules with entities renamed)")
-        corpus_gate_s = time.monotonic() - t1
-    seconds = time.monotonic() - t0
+def _corpus_reports(out: Path, done: list[tuple[str, Path, Any]], by_key: dict[str, list[str]]) -> dict[str, Any]:
+    """Write each spec's verdict: a rejected spec goes to ``out/_invalid/<name>`` with its
+    report (one a resumed run finds there already stays), and ``out/validation.json`` gets
+    every report; the counts per family, capability and reason."""
+    import json
+    import shutil
+    from collections import Counter, defaultdict
+
+    from ..validate.validate import Finding, ValidationReport
+
     per_family_counts: dict[str, Counter] = defaultdict(Counter)
     per_capability: dict[str, Counter] = defaultdict(Counter)
     reasons: Counter[str] = Counter()
     reports, rejected = [], 0
     for name, folder, proof in done:
-        report = proof.validation
-        if report is None:  # did not load: a report of its reasons
-            from ..validate.validate import ValidationReport
-
-            report = ValidationReport(spec=str(folder), ok=False, findings=[])
-        extra = [r for r in by_key[folder] if not r.startswith("invalid ")]
+        why = by_key[folder.name]
+        # A copy: a journaled report is read back fresh each run, a new one is the proof's own.
+        report = (proof.validation.model_copy(deep=True) if proof.validation is not None
+                  else ValidationReport(spec=str(folder), ok=False, findings=[]))  # did not load
+        extra = [r for r in why if not r.startswith("invalid ")]
         report.findings += [Finding(step=r.split(":", 1)[0], ok=False, detail=r.split(":", 1)[1].strip())
                             for r in extra]
-        if not report.findings and by_key[folder]:  # a schema rejection
-            report.findings += [Finding(step="schema", ok=False, detail=r.split(":", 1)[1].strip())
-                                for r in by_key[folder]]
-        report.ok = not by_key[folder]
+        if not report.findings and why:  # a schema rejection
+            report.findings += [Finding(step="schema", ok=False, detail=r.split(":", 1)[1].strip()) for r in why]
+        report.ok = not why
         reports.append(report)
         verdict = "valid" if report.ok else "invalid"
         per_family_counts[name][verdict] += 1
         for cap in proof.capabilities:
             per_capability[cap][verdict] += 1
-        reasons.update(set(r.split(":", 1)[0] for r in by_key[folder]))
+        reasons.update(set(r.split(":", 1)[0] for r in why))
+        invalid = out / "_invalid" / folder.name
         if not report.ok:
             rejected += 1
-            dest = out / "_invalid" / folder.name
-            if dest.exists():
-                shutil.rmtree(dest)
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            shutil.move(str(folder), dest)
-            (dest / "validation.json").write_text(json.dumps(report.model_dump(), indent=1))
+            if folder != invalid:
+                if invalid.exists():
+                    shutil.rmtree(invalid)
+                invalid.parent.mkdir(parents=True, exist_ok=True)
+                shutil.move(str(folder), invalid)
+            (invalid / "validation.json").write_text(json.dumps(report.model_dump(), indent=1))
+        elif folder == invalid:  # rejected by an earlier run's reports, valid now: back in the corpus
+            (folder / "validation.json").unlink(missing_ok=True)
+            shutil.move(str(folder), out / folder.name)
     # The record `cowork synth dataset` reads to keep only validated specs.
     (out / "validation.json").write_text(json.dumps([r.model_dump() for r in reports], indent=1))
-    valid = len(done) - rejected
-    proofs = sorted(p.seconds for _, _, p in done)
-    figures: dict[str, Any] = {
-        "valid": valid, "invalid": rejected, "minutes": round(seconds / 60, 2),
-        "valid_per_minute": round(valid / seconds * 60, 2) if seconds else None,
-        "proved_per_second": round(len(done) / seconds, 3) if seconds else None,
-        "valid_per_second": round(valid / seconds, 3) if seconds else None,
-        "gates": gates, "bundles": can_bundle(), "concurrency": concurrency,
-        "sandbox_seconds": round(sandbox_s, 1), "corpus_gate_seconds": round(corpus_gate_s, 1),
-        "proof_seconds_median": round(proofs[len(proofs) // 2], 2) if proofs else None,
-        "rejects_by_reason": dict(sorted(reasons.items())),
-        "relabelled": {p.task: p.relabelled for _, _, p in done if p.relabelled},
-        "per_family": {k: dict(v) for k, v in sorted(per_family_counts.items())},
-        "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
-    (out / "corpus-report.json").write_text(json.dumps(figures, indent=1, sort_keys=True))
-    return figures
+    return {"valid": len(done) - rejected, "invalid": rejected, "rejects_by_reason": dict(sorted(reasons.items())),
+            "per_family": {k: dict(v) for k, v in sorted(per_family_counts.items())},
+            "per_capability": {k: dict(v) for k, v in sorted(per_capability.items())}}
+
+
+# --------------------------------------------------------------------------- the corpus journal
+#: The journal of ``synth corpus --validate`` in its ``--out`` folder.
+JOURNAL = "validation.journal.jsonl"
+#: Where ``synth corpus`` writes a spec before renaming it into place (removed when done).
+_STAGING = ".generating"
+SPEC = "task.yaml"
+
+
+class CorpusJournal:
+    """The durable record of ``synth corpus --validate`` in its output folder: one JSON line
+    per proved spec, written, flushed and synced as its proof finishes, so an interrupted or
+    crashed run keeps every finished proof and ``--resume`` proves only the rest.
+
+    Each line is an object with a ``kind``: ``options`` (the first: the generation and proving
+    options the corpus was made with), ``segment`` (a run began proving: its number and
+    wall-clock start), ``proof`` (one spec: folder, family, :meth:`Proof.as_record
+    <cowork.synth.prove.Proof.as_record>`, the task.yaml's sha256 before and after proving, and
+    seconds into its segment), ``end`` (the segment's seconds, specs proved, whether it was
+    interrupted). A segment without an end (the process was killed) counts up to its last
+    proof. A torn last line (killed mid-write) is ignored, and cut off before appending.
+    """
+
+    def __init__(self, path: Path, options: dict[str, Any], lines: list[dict[str, Any]]):
+        self.path, self.options = path, options
+        self.proofs: dict[str, dict[str, Any]] = {}
+        """Each journaled spec's ``proof`` line, by folder name (the last one wins)."""
+        self._segments: dict[int, dict[str, Any]] = {}
+        self._fh: Any = None
+        self._segment, self._t0, self._proved = 0, 0.0, 0
+        for line in lines:
+            self._take(line)
+
+    @classmethod
+    def open(cls, out: Path, options: dict[str, Any], *, resume: bool, command: str) -> CorpusJournal:
+        """The journal of ``out``: a new one (its ``options`` line written), or with ``resume``
+        the one there, read back.
+
+        Raises:
+            CoworkError: A journal is there and ``resume`` is not given; its options differ from
+                ``options``; a line before the last does not read. ``command`` is the resume
+                command the messages quote.
+        """
+        import json
+
+        from ..errors import CoworkError
+
+        path = out / JOURNAL
+        lines: list[dict[str, Any]] = []
+        if path.exists():
+            if not resume:
+                raise CoworkError(f"{path} exists: {out} holds the proofs of an earlier `synth corpus --validate`; "
+                                  "finish it with --resume and the same options" + (f" ({command})" if command else "")
+                                  + ", or choose another --out")
+            lines = _read_journal(path)
+        if not lines:  # new, or nothing whole was written
+            out.mkdir(parents=True, exist_ok=True)
+            with path.open("w", encoding="utf-8") as fh:
+                fh.write(json.dumps({"kind": "options", "version": 1, "options": options}) + "\n")
+                fh.flush()
+            return cls(path, options, [])
+        head = lines[0]
+        if head.get("kind") != "options":
+            raise CoworkError(f"{path}:1: not a corpus journal (its first line is not the options line); "
+                              "choose another --out")
+        if head.get("options") != options:
+            was, now = head.get("options") or {}, options
+            diff = ", ".join(f"{k} {was.get(k)!r} (now {now.get(k)!r})" for k in sorted(set(was) | set(now))
+                             if was.get(k) != now.get(k))
+            raise CoworkError(f"{out} was made with other options: {diff}; --resume needs the options of the first "
+                              "run, or choose another --out")
+        return cls(path, options, lines[1:])
+
+    def proof(self, folder: str) -> Any:
+        """The journaled :class:`~cowork.synth.prove.Proof` of the spec in ``folder``."""
+        from ..synth.prove import Proof
+
+        return Proof.from_record(self.proofs[folder]["proof"])
+
+    def begin(self) -> None:
+        """Start a segment: this run's proving, timed from now."""
+        import time
+        from datetime import datetime, timezone
+
+        self._segment = max(self._segments, default=0) + 1
+        self._t0, self._proved = time.monotonic(), 0
+        self._fh = self.path.open("a", encoding="utf-8")
+        self._write({"kind": "segment", "segment": self._segment,
+                     "started": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+    def record(self, family: str, folder: Path, proof: Any, *, draft_sha: str | None, disk_sha: str | None) -> None:
+        """Keep one finished proof (``draft_sha``/``disk_sha``: its task.yaml before and after)."""
+        self._proved += 1
+        self._write({"kind": "proof", "segment": self._segment, "elapsed": self._elapsed(), "folder": folder.name,
+                     "family": family, "draft_sha": draft_sha, "disk_sha": disk_sha, "proof": proof.as_record()})
+
+    def end(self, *, interrupted: bool) -> None:
+        """Close the segment with its seconds and count."""
+        try:
+            self._write({"kind": "end", "segment": self._segment, "seconds": self._elapsed(),
+                         "proved": self._proved, "interrupted": interrupted})
+        finally:
+            self._fh.close()
+            self._fh = None
+
+    def segments(self) -> list[dict[str, Any]]:
+        """Every segment: its start, seconds, specs proved, and how it ended."""
+        rows = []
+        for number, seg in sorted(self._segments.items()):
+            end = seg.get("end")
+            ended = ("killed, timed to its last proof (no end line)" if end is None
+                     else "interrupted" if end["interrupted"] else "finished")
+            rows.append({"segment": number, "started": seg.get("started"), "proved": seg["proved"],
+                         "seconds": round(end["seconds"] if end else seg["last"], 2), "ended": ended})
+        return rows
+
+    def _elapsed(self) -> float:
+        import time
+
+        return round(time.monotonic() - self._t0, 3)
+
+    def _write(self, line: dict[str, Any]) -> None:
+        import json
+        import os
+
+        self._fh.write(json.dumps(line) + "\n")
+        self._fh.flush()
+        # Synced: a machine that goes away keeps the line. 0.2 ms here, against ~1-2 s a proof.
+        os.fsync(self._fh.fileno())
+        self._take(line)
+
+    def _take(self, line: dict[str, Any]) -> None:
+        kind = line["kind"]
+        if kind == "options":
+            return
+        seg = self._segments.setdefault(int(line["segment"]), {"proved": 0, "last": 0.0})
+        if kind == "segment":
+            seg["started"] = line["started"]
+        elif kind == "proof":
+            self.proofs[line["folder"]] = line
+            seg["proved"] += 1
+            seg["last"] = max(seg["last"], float(line["elapsed"]))
+        elif kind == "end":
+            seg["end"] = line
+        else:
+            raise ValueError(f"unknown kind {kind!r}")
+
+
+def _read_journal(path: Path) -> list[dict[str, Any]]:
+    """The journal's lines; a torn last line (killed mid-write) is left out and cut off the
+    file, and a whole last line without its newline gets one, so the next line starts clean.
+
+    Raises:
+        CoworkError: A line before the last is not a journal line.
+    """
+    import json
+
+    from ..errors import CoworkError
+    from ..synth.prove import Proof
+
+    data = path.read_bytes()
+    raw = data.splitlines(keepends=True)
+    lines: list[dict[str, Any]] = []
+    whole = 0  # bytes of the lines kept
+    for i, text in enumerate(raw, 1):
+        try:
+            line = json.loads(text)
+            if not isinstance(line, dict) or not isinstance(line.get("kind"), str):
+                raise ValueError("not an object with a kind")
+            if line["kind"] == "proof":
+                Proof.from_record(line["proof"])
+                if not isinstance(line.get("folder"), str) or "segment" not in line or "elapsed" not in line:
+                    raise ValueError("a proof line needs folder, segment and elapsed")
+            elif line["kind"] in ("segment", "end") and "segment" not in line:
+                raise ValueError(f"a {line['kind']} line needs its segment")
+            elif line["kind"] not in ("options", "segment", "end", "proof"):
+                raise ValueError(f"unknown kind {line['kind']!r}")
+        except (ValueError, KeyError, TypeError) as exc:
+            if i == len(raw):  # torn: the process died writing it
+                with path.open("r+b") as fh:
+                    fh.truncate(whole)
+                break
+            raise CoworkError(f"{path}:{i}: not a corpus journal line ({exc}); the file is damaged before its last "
+                              "line: choose another --out (or remove the line to keep the rest)") from exc
+        lines.append(line)
+        whole += len(text)
+    if data and whole == len(data) and not data.endswith(b"\n"):
+        with path.open("ab") as fh:
+            fh.write(b"\n")
+    return lines
+
+
+def _corpus_options(per_family: int, seed: int, n: int | None, only: str, gates: bool,
+                    fix_difficulty: bool) -> dict[str, Any]:
+    """What makes a corpus and its proofs (a resumed run must give the same)."""
+    size: dict[str, Any] = {"n": n} if n is not None else {"per_family": per_family}
+    return {"only": only, "seed": seed, **size, "gates": gates, "fix_difficulty": fix_difficulty}
+
+
+def _corpus_flags(gates: bool, fix_difficulty: bool, concurrency: int, dataset_out: Path | None) -> str:
+    import shlex
+
+    return ((" --no-gates" if not gates else "") + (" --fix-difficulty" if fix_difficulty else "")
+            + (f" --concurrency {concurrency}" if concurrency != 2 else "")
+            + (f" --dataset {shlex.quote(str(dataset_out))}" if dataset_out is not None else ""))
 
 
 def _corpus_source(out: Path, per_family: int, seed: int, validate: bool, n: int | None, only: str) -> str:
+    import shlex
+
     size = f"--n {n}" if n is not None else f"--per-family {per_family}"
-    return (f"cowork synth corpus --out {out} {size} --only {only} --seed {seed}"
+    return (f"cowork synth corpus --out {shlex.quote(str(out))} {size} --only {only} --seed {seed}"
             + (" --validate" if validate else ""))
 
 

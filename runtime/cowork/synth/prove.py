@@ -52,6 +52,28 @@ class Proof:
         """The kind of each reason (``invalid oracle``, ``gate trivial``, ...), for counting rejects."""
         return [r.split(":", 1)[0] for r in self.reasons]
 
+    def as_record(self) -> dict[str, Any]:
+        """This proof as JSON-ready data (the corpus journal's); :meth:`from_record` reads it
+        back. ``trivial`` is left out: what the corpus reports use of it is in ``reasons``."""
+        return {"spec": self.spec, "task": self.task, "capabilities": list(self.capabilities), "ok": self.ok,
+                "reasons": list(self.reasons), "relabelled": self.relabelled, "seconds": round(self.seconds, 3),
+                "validation": None if self.validation is None else self.validation.model_dump(mode="json")}
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Proof:
+        """The proof :meth:`as_record` wrote (``ok`` is recomputed from ``reasons``).
+
+        Raises:
+            KeyError: A field is missing.
+            ValueError: The validation report does not read (a pydantic ValidationError).
+        """
+        from ..validate.validate import ValidationReport
+
+        report = record["validation"]
+        return cls(spec=record["spec"], task=record["task"], capabilities=list(record["capabilities"]),
+                   validation=None if report is None else ValidationReport.model_validate(report),
+                   reasons=list(record["reasons"]), relabelled=record["relabelled"], seconds=float(record["seconds"]))
+
 
 async def prove(spec: str | Path | LoadedSpec, *, gates: bool = True, bundles: bool | None = None,
                 judge: Any = None, fix_difficulty: bool = False) -> Proof:
