@@ -78,6 +78,7 @@ class Evidence:
     _complete: bool = field(default=True, repr=False)
     _chain: ChainReport | None = field(default=None, repr=False)
     _calls: tuple[ChainReport, list[dict[str, Any]]] | None = field(default=None, repr=False)
+    _before: tuple[tuple[int, int, int], dict[str, Any]] | None = field(default=None, repr=False)
 
     # ------------------------------------------------------------------ views
     @property
@@ -196,11 +197,25 @@ class Evidence:
         final state with this, so the world's new mail or the user's edit is not the agent's."""
         if self.state_seed is None or not self.world_changes:
             return self.state_seed
-        out = json.loads(json.dumps(self.state_seed))
+        # Computed once per seed and world log (graders ask for it many times); read-only,
+        # like the seed itself, which is what it is when the world changed nothing.
+        world = self.meta.get("world")
+        key = (id(self.state_seed), id(world), len(world or ()))
+        if self._before is not None and self._before[0] == key:
+            return self._before[1]
+        # A shallow copy: a collection is copied when a change first reaches it, and a changed
+        # record is a new dict, so the seed's own dicts are never written.
+        out = dict(self.state_seed)
+        copied: set[tuple[str, str]] = set()
         for change in self.world_changes:
             for svc, colls in (change.get("records") or {}).items():
                 for coll, recs in colls.items():
-                    target = out.setdefault(svc, {}).setdefault(coll, {})
+                    if (svc, coll) not in copied:
+                        if not any(c == svc for c, _ in copied):
+                            out[svc] = dict(out.get(svc) or {})
+                        out[svc][coll] = dict(out[svc].get(coll) or {})
+                        copied.add((svc, coll))
+                    target = out[svc][coll]
                     for rid, what in recs.items():
                         if "created" in what:
                             target[rid] = what["created"]
@@ -208,6 +223,7 @@ class Evidence:
                             target.pop(rid, None)
                         elif rid in target:  # only the fields the actor changed
                             target[rid] = {**target[rid], **(what.get("fields") or {})}
+        self._before = (key, out)
         return out
 
     @property

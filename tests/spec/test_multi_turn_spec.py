@@ -97,6 +97,22 @@ def test_the_baseline_folds_in_what_the_user_and_the_world_changed():
     assert ev.initial_before == {"notes.md": "f" * 64, "keep.txt": "2" * 64}
 
 
+def test_the_baseline_leaves_the_seed_untouched_and_follows_a_later_world_change():
+    ev = _evidence()
+    seed = json.loads(json.dumps(ev.state_seed))
+    first = ev.state_before
+    assert ev.state_before is first  # computed once for this seed and world log
+    first_m1 = dict(first["mail"]["messages"]["m1"])
+    # a world change that arrives later (a new turn's actions) is folded in, not missed
+    ev.meta["world"] = [*ev.meta["world"], {"actor": "world", "audit_count": 9, "files": {},
+                                            "records": {"mail": {"messages": {"m2": {"deleted": True}}}}}]
+    again = ev.state_before
+    assert again is not first and "m2" not in again["mail"]["messages"]
+    assert again["mail"]["messages"]["m1"] == first_m1
+    # the seed itself, shared with every other evidence of the sandbox, was never written
+    assert ev.state_seed == seed
+
+
 def test_boundaries_survive_a_saved_bundle_and_a_forged_file_name_is_refused(tmp_path):
     ev = _evidence()
     ev.save(tmp_path / "b")

@@ -50,6 +50,7 @@ class Services:
         self.seed_hash = state_hash(self.seed_dump)
         #: The task clock at the start; world events may move ctx.clock, a reset moves it back.
         self.clock0 = ctx.clock
+        self._seed_written = False
 
     def _write(self, name: str, obj: Any) -> str:
         path = os.path.join(self.run_dir, EXPORT_DIR, name)
@@ -62,7 +63,12 @@ class Services:
         """Write the seed and final state dumps to the export folder."""
         with self.ctx.lock:
             final = dump_state(self.ctx.db)
-        return {"seed_path": self._write("state_seed.json", self.seed_dump),
+        # The seed never changes: written once per server (the export folder is root's alone).
+        seed_path = os.path.join(self.run_dir, EXPORT_DIR, "state_seed.json")
+        if not self._seed_written or not os.path.exists(seed_path):
+            seed_path = self._write("state_seed.json", self.seed_dump)
+            self._seed_written = True
+        return {"seed_path": seed_path,
                 "final_path": self._write("state_final.json", final),
                 "seed_hash": self.seed_hash, "final_hash": state_hash(final)}
 

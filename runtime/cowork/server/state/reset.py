@@ -302,16 +302,19 @@ class Episodes:
                                    "(a tool call still ran); export the evidence again, or pass discard_evidence")
             await asyncio.to_thread(self._clean)
             await self.reseed()
+            services_hash = None
             if self.services is not None:
-                await self.services.reset({"seed": req.get("seed")})
+                services_hash = (await self.services.reset({"seed": req.get("seed")}))["hash"]
             self.episode += 1
             self.audit.restart()
+            # Hashed while calls are still refused, so the services' hash the reset just took
+            # is the state's (hashing them again cost as much as the restore itself).
+            state = await asyncio.to_thread(sandbox_state, self.workspace, self.tmp, services_hash)
         finally:
             self.audit.paused = False
         self.audit.append({"kind": "session_start", "task": req.get("task", ""), "episode": self.episode,
                            "reset": True})
         self.audit.exported_at = self.audit.count  # the chain's opening record is no episode's evidence
-        state = await asyncio.to_thread(self._state)
         return {**state, "episode": self.episode, "reset_ms": round((time.perf_counter() - t0) * 1000, 3)}
 
     async def drain(self) -> None:
