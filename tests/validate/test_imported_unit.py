@@ -62,6 +62,10 @@ def test_the_comparison_with_the_original_harness_fails_closed():
     # The harness failed: a failure, not a silent match.
     failed = compare("nop", _grade(0.0, False), {"error": "the grader container could not run"}, judged=True)
     assert not failed["ok"] and "could not run" in failed["detail"]
+    # The harness's own call raised inside the grader container: its error is named.
+    raised = compare("nop", _grade(0.0, False), {"harness": {"error": "IndexError: list index out of range"}},
+                     judged=False)
+    assert not raised["ok"] and "IndexError" in raised["detail"]
     # A no-op agent that passes is a task that cannot tell work from none.
     assert not compare("nop", _grade(0.9, True), {"harness": {"task_score": 0.9, "passed": True}}, judged=True)["ok"]
     # Without a judge, cowork's translation and the harness graded with no judge agree, but a

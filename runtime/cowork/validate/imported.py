@@ -165,7 +165,9 @@ def compare(step: str, grade: Any, harness: dict[str, Any], *, judged: bool, ask
     translation, not the judged grade: NOT PROVEN."""
     theirs = harness.get("harness") if isinstance(harness, dict) else None
     if not isinstance(theirs, dict) or "task_score" not in theirs:
-        why = (harness or {}).get("error") or "no result"
+        # A mode that failed inside the grader container says why in its own entry.
+        why = ((theirs or {}).get("error") if isinstance(theirs, dict) else None) \
+            or (harness or {}).get("error") or "no result"
         return {"step": step, "ok": False, "detail": f"the original harness's grader call failed: {why}",
                 "field": "original_grader", "hint": "run the grader by hand on the trace (see docs/claw-eval.md)"}
     score, passed = float(theirs["task_score"]), bool(theirs["passed"])
