@@ -66,6 +66,15 @@ def test_the_comparison_with_the_original_harness_fails_closed():
     raised = compare("nop", _grade(0.0, False), {"harness": {"error": "IndexError: list index out of range"}},
                      judged=False)
     assert not raised["ok"] and "IndexError" in raised["detail"]
+    # Without a judge, a grader that raises the same on both paths (it calls its judge anyway)
+    # is not proven; raising on one path only, or with a judge given, is a failure.
+    err = "AttributeError: 'NoneType' object has no attribute 'evaluate'"
+    both = {"harness": {"error": err}, "cowork": {"error": err}}
+    needs = compare("nop", _grade(0.0, False, "not graded"), both, judged=False)
+    assert needs["ok"] and needs["proven"] is False and "NOT PROVEN" in needs["detail"]
+    assert not compare("nop", _grade(0.0, False), both, judged=True)["ok"]
+    one_sided = {"harness": {"error": err}, "cowork": {"task_score": 0.0, "passed": False}}
+    assert not compare("nop", _grade(0.0, False), one_sided, judged=False)["ok"]
     # A no-op agent that passes is a task that cannot tell work from none.
     assert not compare("nop", _grade(0.9, True), {"harness": {"task_score": 0.9, "passed": True}}, judged=True)["ok"]
     # Without a judge, cowork's translation and the harness graded with no judge agree, but a

@@ -164,6 +164,15 @@ def compare(step: str, grade: Any, harness: dict[str, Any], *, judged: bool, ask
     graded with no judge; when the grader asks a judge (``asked``), the match proves the
     translation, not the judged grade: NOT PROVEN."""
     theirs = harness.get("harness") if isinstance(harness, dict) else None
+    mine = harness.get("cowork") if isinstance(harness, dict) else None
+    if (not judged and isinstance(theirs, dict) and isinstance(mine, dict) and theirs.get("error")
+            and theirs.get("error") == mine.get("error")):
+        # Given no judge, the grader raised the same error on both paths (Claw-Eval's graders
+        # call their judge unconditionally on some traces): the translation is not shown to
+        # differ, and the grade needs a judge. Not proven, and not counted as a match.
+        return {"step": step, "ok": True, "proven": False,
+                "detail": f"the grader cannot grade this trace without a judge (both paths raise "
+                          f"{str(theirs['error'])[:200]}); NOT PROVEN: needs --judge-model"}
     if not isinstance(theirs, dict) or "task_score" not in theirs:
         # A mode that failed inside the grader container says why in its own entry.
         why = ((theirs or {}).get("error") if isinstance(theirs, dict) else None) \
