@@ -389,3 +389,26 @@ class TestCli:
         assert data["imported"] == [] and data["refused"][0]["kind"] == "multimodal"
         assert self._run(tmp_path, "--out", tmp_path / "c") == 2
         assert "not a Claw-Eval checkout" in capsys.readouterr().err
+
+
+def test_a_service_s_default_fixture_path_into_another_task_is_copied_beside_it(tmp_path):
+    # Claw-Eval's services fall back to `<checkout>/tasks/<id>/fixtures/...` when the task sets
+    # no variable, often another task's folder: the same relative path must resolve beside the
+    # copied service, or the service does not start.
+    from cowork.integrations.claw_eval.importer import _default_fixtures
+
+    root = tmp_path / "checkout"
+    (root / "tasks" / "T011zh_x" / "fixtures" / "finance").mkdir(parents=True)
+    (root / "tasks" / "T011zh_x" / "fixtures" / "finance" / "tx.json").write_text("[]")
+    (root / "tasks" / "T011zh_x" / "task.yaml").write_text("id: x")
+    outside = tmp_path / "elsewhere" / "fixtures"
+    outside.mkdir(parents=True)
+    (outside / "secret.json").write_text("{}")
+    (root / "tasks" / "Tlink").mkdir()
+    (root / "tasks" / "Tlink" / "fixtures").symlink_to(outside)
+    server = root / "mock_services" / "finance" / "server.py"
+    server.parent.mkdir(parents=True)
+    server.write_text('P = Path(__file__).parent.parent.parent / "tasks" / "T011zh_x" / "fixtures"\n'
+                      'Q = "tasks/Tlink/fixtures/secret.json"\nR = "tasks" / "Tmissing"\n')
+    found = _default_fixtures(root, [server])
+    assert [p.relative_to(root).as_posix() for p in found] == ["tasks/T011zh_x/fixtures/finance/tx.json"]

@@ -365,6 +365,8 @@ def _services(root: Path, folder: Path, task: ClawTask, plan: _Plan) -> tuple[li
         base = f"services/{name}"
         for p in code.files:
             plan.files[f"{base}/{p.relative_to(root).as_posix()}"] = p
+        for p in _default_fixtures(root, code.files):
+            plan.files[f"{base}/{p.relative_to(root).as_posix()}"] = p
         for key, value in svc.env.items():
             for p in _env_files(root, value, rel, f"{at}.env.{key}"):
                 plan.files[f"{base}/{p.relative_to(root).as_posix()}"] = p
@@ -408,6 +410,32 @@ def _script(root: Path, command: str, rel: str, where: str) -> Path:
     if not script.is_relative_to(root) or not script.is_file():
         raise Refused("invalid", f"command {command!r}: {argv[1]} not found in the checkout", file=rel, field=where)
     return script
+
+
+#: A path into a task folder written in a service's code: ``"tasks" / "T011zh_x"`` or "tasks/T011zh_x/".
+_TASK_PATH = re.compile(r"""["']tasks["']\s*/\s*["']([A-Za-z0-9_.-]+)["']|["']tasks/([A-Za-z0-9_.-]+)/""")
+
+
+def _default_fixtures(root: Path, code_files: Iterable[Path]) -> list[Path]:
+    """The fixtures a service reads by default from a path relative to the checkout
+    (``tasks/<id>/fixtures/...``, often another task's, when the task sets no variable for
+    it): every file under ``tasks/<id>/fixtures`` of each task folder its code names, so that
+    the same path resolves beside the copied service."""
+    out: list[Path] = []
+    for f in sorted(code_files):
+        if f.suffix != ".py":
+            continue
+        try:
+            text = f.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            continue
+        for m in _TASK_PATH.finditer(text):
+            name = m.group(1) or m.group(2)
+            fixtures = root / "tasks" / name / "fixtures"
+            if name in (".", "..") or not fixtures.is_dir() or not fixtures.resolve().is_relative_to(root.resolve()):
+                continue
+            out += [p for p in sorted(fixtures.rglob("*")) if p.is_file() and not p.is_symlink()]
+    return out
 
 
 def _env_files(root: Path, value: str, rel: str, where: str) -> list[Path]:
