@@ -206,13 +206,14 @@ class Evidence:
         # A shallow copy: a collection is copied when a change first reaches it, and a changed
         # record is a new dict, so the seed's own dicts are never written.
         out = dict(self.state_seed)
-        copied: set[tuple[str, str]] = set()
+        copied: set[tuple[str, str | None]] = set()
         for change in self.world_changes:
             for svc, colls in (change.get("records") or {}).items():
+                if (svc, None) not in copied:
+                    out[svc] = dict(out.get(svc) or {})
+                    copied.add((svc, None))
                 for coll, recs in colls.items():
                     if (svc, coll) not in copied:
-                        if not any(c == svc for c, _ in copied):
-                            out[svc] = dict(out.get(svc) or {})
                         out[svc][coll] = dict(out[svc].get(coll) or {})
                         copied.add((svc, coll))
                     target = out[svc][coll]

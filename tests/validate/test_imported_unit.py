@@ -70,8 +70,10 @@ def test_the_comparison_with_the_original_harness_fails_closed():
     # is not proven; raising on one path only, or with a judge given, is a failure.
     err = "AttributeError: 'NoneType' object has no attribute 'evaluate'"
     both = {"harness": {"error": err}, "cowork": {"error": err}}
-    needs = compare("nop", _grade(0.0, False, "not graded"), both, judged=False)
+    needs = compare("nop", _grade(0.0, False, "not graded"), both, judged=False, asked=True)
     assert needs["ok"] and needs["proven"] is False and "NOT PROVEN" in needs["detail"]
+    # The same error on both paths from a grader that never asked the judge is broken code.
+    assert not compare("nop", _grade(0.0, False, "not graded"), both, judged=False)["ok"]
     assert not compare("nop", _grade(0.0, False), both, judged=True)["ok"]
     one_sided = {"harness": {"error": err}, "cowork": {"task_score": 0.0, "passed": False}}
     assert not compare("nop", _grade(0.0, False), one_sided, judged=False)["ok"]

@@ -165,11 +165,12 @@ def compare(step: str, grade: Any, harness: dict[str, Any], *, judged: bool, ask
     translation, not the judged grade: NOT PROVEN."""
     theirs = harness.get("harness") if isinstance(harness, dict) else None
     mine = harness.get("cowork") if isinstance(harness, dict) else None
-    if (not judged and isinstance(theirs, dict) and isinstance(mine, dict) and theirs.get("error")
+    if (not judged and asked and isinstance(theirs, dict) and isinstance(mine, dict) and theirs.get("error")
             and theirs.get("error") == mine.get("error")):
-        # Given no judge, the grader raised the same error on both paths (Claw-Eval's graders
-        # call their judge unconditionally on some traces): the translation is not shown to
-        # differ, and the grade needs a judge. Not proven, and not counted as a match.
+        # Given no judge, the grader raised the same error on both paths, and cowork's own
+        # grading saw it call the judge (Claw-Eval's graders call theirs unconditionally on
+        # some traces): the grade needs a judge. Not proven, and not counted as a match. A
+        # grader that fails without asking the judge (broken code) stays a failure.
         return {"step": step, "ok": True, "proven": False,
                 "detail": f"the grader cannot grade this trace without a judge (both paths raise "
                           f"{str(theirs['error'])[:200]}); NOT PROVEN: needs --judge-model"}
