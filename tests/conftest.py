@@ -38,6 +38,25 @@ def pytest_collection_modifyitems(config, items):
         item.add_marker(skip)
 
 
+@pytest.fixture(autouse=True)
+def _one_os_environ():
+    """Put ``os.environ`` back when a test's library replaced it with a copy.
+
+    ``datasets``' ``map(num_proc=...)`` (verl's RLHFDataset calls it) rebinds ``os.environ`` to
+    a deep copy. Readers that kept the original mapping, rich's ``Console._environ`` among them,
+    then no longer see a later test's ``monkeypatch.setenv``: typer drew ``--help`` 80 columns
+    wide under ``COLUMNS=200`` in every test after tests/integrations/test_verl.py.
+    """
+    original = os.environ
+    yield
+    replaced = os.environ
+    if replaced is not original:
+        os.environ = original
+        for key in set(original) - set(replaced):
+            del original[key]
+        original.update(replaced)
+
+
 @pytest.fixture(scope="session")
 def sandbox_image() -> str:
     """The sandbox image for the current sources (built if missing)."""
