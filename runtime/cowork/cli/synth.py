@@ -493,19 +493,32 @@ async def _prove_corpus(out: Path, written: list[tuple[str, Path]], *, concurren
 
 def _corpus_gates(done: list[tuple[str, Path, Any]]) -> dict[str, list[str]]:
     """Each spec's reasons (by folder name) with the corpus-wide gates': of a near-duplicate or
-    clone pair among the specs proved ok, the later goes."""
-    from ..spec.loader import load_spec
-    from ..synth import gates as G
+    clone pair among the specs proved ok, the later goes.
+
+    The gates read each spec's features (:mod:`cowork.synth.features`: worked out in worker
+    processes and cached by content), not the loaded specs: 10,000 loaded specs held at once
+    took about 1.5 MB each in this process, and loading and shingling them one after another
+    was the slowest part after proving. A spec proved ok whose features cannot be had now
+    (it no longer loads) is rejected with why, never kept unchecked.
+    """
+    from ..synth import features
 
     by_key: dict[str, list[str]] = {folder.name: list(proof.reasons) for _, folder, proof in done}
-    kept = [load_spec(folder) for _, folder, proof in done if proof.ok]
-    folder_of = {_key(ls): ls.root.name for ls in kept}
-    pairs = G.near_duplicates(kept)
+    ok = [folder for _, folder, proof in done if proof.ok]
+    kept: list[features.SpecFeatures] = []
+    folder_of: dict[str, str] = {}
+    for folder, got in zip(ok, features.each(ok)):
+        if isinstance(got, features.SpecFeatures):
+            kept.append(got)
+            folder_of[got.key] = folder.name
+        else:
+            by_key[folder.name].append(f"gate unreadable: the corpus gates could not read it: {got}")
+    pairs = features.near_duplicates(kept)
     for pair in pairs:
         by_key[folder_of[pair.second]].append(f"gate near-duplicate: of {pair.first} (prompt "
                                               f"{pair.prompt_similarity:.2f}, seed {pair.seed_similarity:.2f})")
     seen = {(p.first, p.second) for p in pairs}
-    for pair in G.structural_duplicates(kept):
+    for pair in features.structural_duplicates(kept):
         if (pair.first, pair.second) not in seen:
             by_key[folder_of[pair.second]].append(f"gate clone: of {pair.first} (same oracle, checks and "
                                                   "rules with entities renamed)")
