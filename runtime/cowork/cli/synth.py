@@ -495,8 +495,8 @@ def _corpus_gates(done: list[tuple[str, Path, Any]]) -> dict[str, list[str]]:
     """Each spec's reasons (by folder name) with the corpus-wide gates': of a near-duplicate or
     clone pair among the specs proved ok, the later goes.
 
-    The gates read each spec's features (:mod:`cowork.synth.features`: worked out in worker
-    processes and cached by content), not the loaded specs: 10,000 loaded specs held at once
+    The gates read each spec's features (:mod:`cowork.synth.features`: cached by content, and
+    worked out in worker processes from ``PARALLEL_FROM`` specs on), not the loaded specs: 10,000 loaded specs held at once
     took about 1.5 MB each in this process, and loading and shingling them one after another
     was the slowest part after proving. A spec proved ok whose features cannot be had now
     (it no longer loads) is rejected with why, never kept unchecked.
