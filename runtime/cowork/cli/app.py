@@ -167,13 +167,15 @@ def grade(target: Annotated[str, typer.Argument(help="a saved evidence folder (`
           spec: Annotated[str | None, typer.Option(help="task spec (default: the bundle's spec.json)")] = None,
           evidence: Annotated[Path | None, typer.Option(help="a running sandbox: also save its evidence here "
                                                         "(default: graded, not kept)", metavar="DIR")] = None,
+          judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None,
           as_json: Json = False) -> Outcome:
     """Grade a saved evidence folder offline, or a running sandbox as it is now."""
     if Path(target).is_dir():
-        return commands.grade(Path(target), spec, as_json)
+        return commands.grade(Path(target), spec, as_json, judge_model=judge_model, judge_base_url=judge_base_url)
     from . import live
 
-    return live.grade_target(target, spec=spec, evidence=evidence, as_json=as_json)
+    return live.grade_target(target, spec=spec, evidence=evidence, as_json=as_json, judge_model=judge_model,
+                             judge_base_url=judge_base_url)
 
 
 @app.command(rich_help_panel=EVALUATE, epilog=_example("cowork view runs/oracle",
@@ -285,11 +287,12 @@ def down(ids: Annotated[list[str], typer.Argument(help=ID_HELP, metavar="ID...",
                                                        "DIR, or DIR/<name> for several (default: not kept)",
                                                        metavar="DIR")] = None,
          yes: Annotated[bool, typer.Option("--yes", "-y", help="remove a sandbox an MCP client used without "
-                                           "asking, its evidence unsaved")] = False) -> int:
+                                           "asking, its evidence unsaved")] = False,
+         judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None) -> int:
     """Stop and remove sandboxes (and revoke their gateway tokens)."""
     from . import live
 
-    return live.down(ids, evidence=evidence, yes=yes)
+    return live.down(ids, evidence=evidence, yes=yes, judge_model=judge_model, judge_base_url=judge_base_url)
 
 
 @app.command(rich_help_panel=SANDBOXES, epilog=_example("cowork connect 3f2a9c1b7d0e   (as an MCP client's "

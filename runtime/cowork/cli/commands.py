@@ -52,14 +52,9 @@ async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose
 
     if concurrency < 1:
         raise CoworkError(f"--concurrency must be at least 1, got {concurrency}")
-    judge = None
-    if judge_model:
-        from ..grading.judge import LLMJudge
-        from .preflight import endpoints, preflight
+    from .preflight import judge_for
 
-        await preflight(endpoints(agent="oracle", model=None, base_url=None, judge_model=judge_model,
-                                  judge_base_url=judge_base_url, user_model=None, user_base_url=None))
-        judge = LLMJudge(model=judge_model, base_url=judge_base_url)
+    judge = await judge_for(judge_model, judge_base_url)
     targets = _spec_targets(specs)
     limit = asyncio.Semaphore(concurrency)
     progress = ProgressReport("validate", "specs", len(targets), enabled=len(targets) > 1)
@@ -90,12 +85,16 @@ async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose
     return exits.OK if all(r.ok for r in reports) else exits.GATE_FAILED
 
 
-def grade(folder: Path, spec: str | None, as_json: bool) -> int:
-    """Recompute a saved bundle's grade."""
+async def grade(folder: Path, spec: str | None, as_json: bool, *, judge_model: str | None = None,
+                judge_base_url: str | None = None) -> int:
+    """Recompute a saved bundle's grade; with ``judge_model`` its judge items are judged again
+    (else the judgements the bundle holds, if any, are used)."""
     from ..evidence import Evidence
     from ..grading import grade as grade_evidence
+    from ..grading.judge import judge_evidence
     from ..spec.loader import load_spec
     from ..spec.models import TaskSpec
+    from .preflight import judge_for
 
     if spec:
         task = load_spec(spec).spec
@@ -103,7 +102,9 @@ def grade(folder: Path, spec: str | None, as_json: bool) -> int:
         task = TaskSpec.model_validate_json((folder / "spec.json").read_text())
     else:
         raise CoworkError(f"{folder} has no spec.json; pass --spec")
-    g = grade_evidence(task, Evidence.load(folder))
+    ev = Evidence.load(folder)
+    await judge_evidence(await judge_for(judge_model, judge_base_url), task, ev)
+    g = grade_evidence(task, ev)
     if as_json:
         output.print_json(g.model_dump())
     else:

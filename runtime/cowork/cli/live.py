@@ -55,10 +55,10 @@ async def _evidence(sb: Any, answering: bool):
     return ev
 
 
-async def _grade(sb: Any, ev: Any):
-    """Hidden verifiers first (as after an episode), then the grade of the live state and of
-    every branch a restore abandoned (``Sandbox.grade_evidence``)."""
-    return await sb.grade_evidence(ev)
+async def _grade(sb: Any, ev: Any, judge: Any = None):
+    """Hidden verifiers and the judge first (as after an episode), then the grade of the live
+    state and of every branch a restore abandoned (``Sandbox.grade_evidence``)."""
+    return await sb.grade_evidence(ev, judge=judge)
 
 
 def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
@@ -71,7 +71,8 @@ def _save(dest: Path, ev: Any, g: Any, spec: Any) -> None:
     (dest / "spec.json").write_text(spec_json(spec))
 
 
-async def grade_target(target: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
+async def grade_target(target: str, *, spec: str | None, evidence: Path | None, as_json: bool,
+                       judge_model: str | None = None, judge_base_url: str | None = None) -> int:
     """``cowork grade TARGET`` where TARGET is no folder: a running sandbox's id, or a mistake
     said as one (no folder and no sandbox of that name: bad input, exit 2)."""
     from ..engine.reaper import NoSuchSandbox
@@ -83,21 +84,26 @@ async def grade_target(target: str, *, spec: str | None, evidence: Path | None, 
     if "/" in target or target.startswith("."):  # a path: no sandbox id or name has a slash or starts with a dot
         raise CoworkError(f"no folder or sandbox named {target!r}: there is no such folder; give {where}")
     try:
-        return await grade_live(target, spec=spec, evidence=evidence, as_json=as_json)
+        return await grade_live(target, spec=spec, evidence=evidence, as_json=as_json, judge_model=judge_model,
+                                judge_base_url=judge_base_url)
     except NoSuchSandbox:
         raise CoworkError(f"no folder or sandbox named {target!r}: neither a folder here nor a cowork sandbox's id "
                           f"or name; give {where}") from None
 
 
-async def grade_live(ref: str, *, spec: str | None, evidence: Path | None, as_json: bool) -> int:
+async def grade_live(ref: str, *, spec: str | None, evidence: Path | None, as_json: bool,
+                     judge_model: str | None = None, judge_base_url: str | None = None) -> int:
     """Grade a running sandbox as it is now; it keeps running. With ``evidence`` also save
-    the bundle there."""
+    the bundle there; with ``judge_model`` its judge items are judged (else not graded)."""
+    from .preflight import judge_for
+
+    judge = await judge_for(judge_model, judge_base_url)  # before the export: a bad endpoint costs nothing
     sb, answering = await _attach(ref, spec)
     try:
         ev = await _evidence(sb, answering)
     finally:
         await sb.detach()
-    g = await _grade(sb, ev)
+    g = await _grade(sb, ev, judge)
     if evidence is not None:
         _save(evidence, ev, g, sb.spec)
     if as_json:
@@ -129,7 +135,8 @@ def client_calls(run_dir: Path) -> int:
     return n
 
 
-def down(ids: list[str], *, evidence: Path | None, yes: bool) -> Any:
+def down(ids: list[str], *, evidence: Path | None, yes: bool, judge_model: str | None = None,
+         judge_base_url: str | None = None) -> Any:
     """Remove sandboxes. With ``evidence``: export, grade and save each one first (DIR, or
     DIR/<name> for several). Without: one an MCP client used is confirmed on a terminal
     (unless ``yes``), or removed with a line saying what was not kept.
@@ -144,21 +151,28 @@ def down(ids: list[str], *, evidence: Path | None, yes: bool) -> Any:
     """
     from ..engine.reaper import find_container
 
+    if evidence is None and judge_model:
+        raise CoworkError("--judge-model judges the grade that --evidence DIR saves; add --evidence DIR "
+                          "(without it nothing is graded)")
     # Every id is resolved before anything is removed: a typo in the third removes nothing.
     containers = [find_container(ref) for ref in ids]
     if evidence is None:
         return max(_down_unsaved(c, yes) for c in containers)
-    return _down_all_saved(containers, evidence)
+    return _down_all_saved(containers, evidence, judge_model, judge_base_url)
 
 
-async def _down_all_saved(containers: list[Any], evidence: Path) -> int:
+async def _down_all_saved(containers: list[Any], evidence: Path, judge_model: str | None,
+                          judge_base_url: str | None) -> int:
+    from .preflight import judge_for
+
+    judge = await judge_for(judge_model, judge_base_url)
     code = exits.OK
     for c in containers:
-        code = max(code, await _down_saved(c, evidence if len(containers) == 1 else evidence / c.name))
+        code = max(code, await _down_saved(c, evidence if len(containers) == 1 else evidence / c.name, judge))
     return code
 
 
-async def _down_saved(container: Any, dest: Path) -> int:
+async def _down_saved(container: Any, dest: Path, judge: Any = None) -> int:
     try:
         sb, answering = await _attach(container.id)
     except CoworkError as exc:
@@ -167,7 +181,7 @@ async def _down_saved(container: Any, dest: Path) -> int:
         return exits.BAD_INPUT
     try:
         ev = await _evidence(sb, answering)
-        g = await _grade(sb, ev)
+        g = await _grade(sb, ev, judge)
         _save(dest, ev, g, sb.spec)
     except BaseException:
         await sb.detach()  # nothing saved: the sandbox stays

@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from ..errors import EndpointUnavailable
 from ..llm import resolve_api_key, resolve_base_url
@@ -100,3 +101,20 @@ async def preflight(eps: list[Endpoint]) -> None:
         EndpointUnavailable: the first one that failed.
     """
     await asyncio.gather(*(check_endpoint(ep) for ep in eps))
+
+
+async def judge_for(model: str | None, base_url: str | None) -> "Any":
+    """The LLM judge a command grades with (``--judge-model``, ``--judge-base-url``), its
+    endpoint checked first; None without ``model`` (judge items then stay not graded).
+
+    Raises:
+        EndpointUnavailable: The judge's endpoint does not answer, or refuses the key.
+    """
+    if not model:
+        return None
+    from ..grading.judge import LLMJudge
+
+    await preflight(endpoints(agent="oracle", model=None, base_url=None, judge_model=model,
+                              judge_base_url=base_url, user_model=None, user_base_url=None))
+    return LLMJudge(model=model, base_url=base_url)
+

@@ -240,8 +240,10 @@ async def _outside_checks(loaded: LoadedSpec, ev: Evidence, image: str, judge: A
         from ..engine.verifiers import run_verifiers
 
         ev.meta["verifiers"] = await in_thread(run_verifiers, loaded.spec, loaded.root, ev.workspace_tar, image)
-    if "judge" in kinds and judge is not None:
-        ev.meta["judgements"] = await judge.judge_all(loaded.spec, ev)
+    if "judge" in kinds:
+        from ..grading.judge import judge_evidence
+
+        await judge_evidence(judge, loaded.spec, ev)
     if loaded.spec.original_grader is not None:  # the benchmark's own grader, isolated (never raises)
         from ..engine.client import in_thread
         from ..engine.original_grader import run_original_grader

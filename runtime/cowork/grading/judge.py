@@ -162,6 +162,18 @@ class LLMJudge:
         return out
 
 
+async def judge_evidence(judge: Any, spec: Any, ev: Evidence) -> None:
+    """Judge every ``judge`` check and rule of ``spec`` (inside combinators and tiers too) on
+    ``ev`` into ``ev.meta["judgements"]``, as an episode's end does, so that ``grade`` reads
+    them; nothing without a ``judge`` (an :class:`LLMJudge`) or without judge checks."""
+    if judge is None:
+        return
+    from ..spec.checks import walk
+
+    if any(c.type == "judge" for top in (*spec.checks, *spec.safety) for c in walk(top)):
+        ev.meta["judgements"] = await judge.judge_all(spec, ev)
+
+
 def parse_graded(text: str, check: Any) -> dict[str, Any]:
     """Read a graded rubric's answer: a score in [0, 1] per item (every item, by id).
 

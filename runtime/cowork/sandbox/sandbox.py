@@ -441,11 +441,12 @@ class Sandbox:
         return await self.grade_evidence(await self.export_evidence(trace), judge=judge)
 
     async def grade_evidence(self, ev: Evidence, judge: Any = None) -> "Grade":
-        """Grade this sandbox's evidence with its spec: hidden verifiers first, and the original
-        grader of an imported task (their results go into ``ev.meta``; ``judge``, a
-        grading.judge.LLMJudge, answers the original grader's judge calls), then every check and
-        rule, on the live state and on every branch a restore abandoned (a violation there keeps
-        the grade unsafe; see docs/checkpoints.md).
+        """Grade this sandbox's evidence with its spec: hidden verifiers first, the spec's judge
+        checks, and the original grader of an imported task (their results go into ``ev.meta``;
+        ``judge``, a grading.judge.LLMJudge, judges the checks and answers the original grader's
+        judge calls; without one both stay not graded), then every check and rule, on the live
+        state and on every branch a restore abandoned (a violation there keeps the grade unsafe;
+        see docs/checkpoints.md).
 
         Raises:
             SandboxError: a verifier container could not be run.
@@ -458,6 +459,9 @@ class Sandbox:
 
             ev.meta["verifiers"] = await in_thread(run_verifiers, self.spec, self.loaded.root, ev.workspace_tar,
                                                    self.image)
+        from ..grading.judge import judge_evidence
+
+        await judge_evidence(judge, self.spec, ev)
         if self.spec.original_grader is not None:  # never raises: a failure is recorded, graded not_graded
             from ..engine.client import in_thread
             from ..engine.original_grader import run_original_grader
