@@ -11,6 +11,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from cowork import settings
 from cowork.cli import main
 from cowork.evidence import Evidence
 from cowork.formats import GENESIS_HASH, canonical_json, seal
@@ -38,6 +39,15 @@ def _evidence(reply: str) -> Evidence:
                                                     {"role": "assistant", "content": reply}]})
 
 
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path, monkeypatch):
+    """A judge cache of this test's own: a verdict cached by another run is not asked again."""
+    monkeypatch.setenv("COWORK_CACHE", str(tmp_path / "cache"))
+    settings.reload()
+    yield
+    settings.get.cache_clear()
+
+
 @pytest.fixture
 def judge_server():
     def decide(method, path, body):
@@ -60,9 +70,7 @@ def bundle(tmp_path):
     return folder
 
 
-def test_a_saved_bundle_is_judged_with_a_judge_and_not_graded_without(bundle, judge_server, capsys, monkeypatch,
-                                                                      tmp_path):
-    monkeypatch.setenv("COWORK_CACHE", str(tmp_path / "cache"))
+def test_a_saved_bundle_is_judged_with_a_judge_and_not_graded_without(bundle, judge_server, capsys, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "k")
     assert main(["grade", str(bundle), "--json"]) == 0
     without = json.loads(capsys.readouterr().out)

@@ -138,6 +138,67 @@ def test_inspect_eval_runs_two_cowork_specs_and_reports_their_grades(tmp_path):
     assert all(e["error"] is None for e in page["episodes"])
 
 
+JUDGED_SPEC = textwrap.dedent("""
+    id: inspect-judged
+    title: Say when the meeting is
+    prompt: When is the planning meeting? It is on Friday.
+    workspace: {dir: null}
+    tools: [read_file]
+    checks:
+      - {id: says-friday, type: judge, rubric: "Does the assistant say the meeting is on Friday?"}
+    oracle:
+      - {reply: "Friday."}
+""")
+
+#: The agent replies; the grader role (a second mock) passes the check only when the
+#: transcript it is shown has the assistant saying Friday. ``-T judge=false`` binds no grader.
+JUDGED_TASK_FILE = """
+from inspect_ai import task
+from inspect_ai.model import ModelOutput, ModelUsage, get_model
+from cowork.integrations.inspect import cowork_task
+
+def usage(out):
+    out.usage = ModelUsage(input_tokens=1, output_tokens=1, total_tokens=2)
+    return out
+
+def agent(input, tools, tool_choice, config):
+    return usage(ModelOutput.from_content("mockllm", "The meeting is on Friday."))
+
+def grader(input, tools, tool_choice, config):
+    shown = input[-1].text.split("<transcript>", 1)[-1].split("</transcript>", 1)[0]
+    said = " ".join(line for line in shown.splitlines() if line.startswith("[assistant]"))
+    return usage(ModelOutput.from_content("mockllm", '{{"passed": %s, "reason": "read it"}}'
+                                          % ("true" if "Friday" in said else "false")))
+
+@task
+def judged(judge: bool = True):
+    roles = {{"grader": get_model("mockllm/model", custom_outputs=grader, memoize=False)}} if judge else None
+    return cowork_task({spec!r}, model=get_model("mockllm/model", custom_outputs=agent, memoize=False),
+                       model_roles=roles)
+"""
+
+
+@pytest.mark.parametrize("judge", [True, False])
+def test_a_judge_check_is_judged_by_the_grader_role_and_not_graded_without_one(tmp_path, judge):
+    (tmp_path / "spec").mkdir()
+    (tmp_path / "spec" / "task.yaml").write_text(JUDGED_SPEC)
+    (tmp_path / "task.py").write_text(JUDGED_TASK_FILE.format(spec=str(tmp_path / "spec")))
+    logs = tmp_path / "logs"
+    cmd = [sys.executable, "-m", "inspect_ai", "eval", "task.py", "--model", "mockllm/model", "-T",
+           f"judge={str(judge).lower()}", "--log-dir", str(logs), "--log-format", "json", "--display", "none"]
+    proc = subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "COLUMNS": "200"})
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    [log_file] = list(logs.glob("*.json"))
+    [sample] = json.loads(log_file.read_text())["samples"]
+    grade = sample["scores"]["cowork_scorer"]["metadata"]["grade"]
+    check = next(c for c in grade["checks"] if c["id"] == "says-friday")
+    if judge:
+        assert check["status"] == "pass" and grade["passed"] and grade["not_graded"] == []
+    else:  # the evaluated model is never asked to judge itself
+        assert check["status"] == "not_graded" and not grade["passed"] and grade["not_graded"] == ["says-friday"]
+
+
 ROUND_TRIP_SPEC = textwrap.dedent("""
     id: inspect-round-trip
     title: Inspect sandbox round trip

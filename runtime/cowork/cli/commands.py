@@ -85,16 +85,18 @@ async def validate(specs: list[str], *, concurrency: int, as_json: bool, verbose
     return exits.OK if all(r.ok for r in reports) else exits.GATE_FAILED
 
 
-async def grade(folder: Path, spec: str | None, as_json: bool, *, judge_model: str | None = None,
-                judge_base_url: str | None = None) -> int:
+def grade(folder: Path, spec: str | None, as_json: bool, *, judge_model: str | None = None,
+          judge_base_url: str | None = None) -> Any:
     """Recompute a saved bundle's grade; with ``judge_model`` its judge items are judged again
-    (else the judgements the bundle holds, if any, are used)."""
+    (else the judgements the bundle holds, if any, are used).
+
+    Without a judge this runs to the end here (no event loop: callers inside one, such as a
+    test's ``main(["grade", DIR])``, keep working); with one it returns the coroutine for the
+    CLI to run.
+    """
     from ..evidence import Evidence
-    from ..grading import grade as grade_evidence
-    from ..grading.judge import judge_evidence
     from ..spec.loader import load_spec
     from ..spec.models import TaskSpec
-    from .preflight import judge_for
 
     if spec:
         task = load_spec(spec).spec
@@ -103,7 +105,22 @@ async def grade(folder: Path, spec: str | None, as_json: bool, *, judge_model: s
     else:
         raise CoworkError(f"{folder} has no spec.json; pass --spec")
     ev = Evidence.load(folder)
+    if judge_model:
+        return _grade_judged(task, ev, judge_model, judge_base_url, as_json)
+    return _say_grade(task, ev, as_json)
+
+
+async def _grade_judged(task: Any, ev: Any, judge_model: str, judge_base_url: str | None, as_json: bool) -> int:
+    from ..grading.judge import judge_evidence
+    from .preflight import judge_for
+
     await judge_evidence(await judge_for(judge_model, judge_base_url), task, ev)
+    return _say_grade(task, ev, as_json)
+
+
+def _say_grade(task: Any, ev: Any, as_json: bool) -> int:
+    from ..grading import grade as grade_evidence
+
     g = grade_evidence(task, ev)
     if as_json:
         output.print_json(g.model_dump())

@@ -145,9 +145,12 @@ class JudgeRelay:
         except ValueError as exc:
             self._failed(f"bad request from the grader: {exc}")
             return 400, {"error": {"message": f"bad request: {exc}"}}
-        client = getattr(self.judge, "_client", None)  # grading.judge.LLMJudge's ChatClient
-        if client is None:
-            why = f"the judge {type(self.judge).__name__} has no chat client to forward to"
+        from ..llm import ChatClient
+
+        client = getattr(self.judge, "client", None)  # grading.judge.LLMJudge's ChatClient
+        if not isinstance(client, ChatClient):
+            why = (f"the judge {type(self.judge).__name__} has no OpenAI-compatible endpoint to forward the "
+                   "grader's requests to")
             self._failed(why)
             return 503, {"error": {"message": why}}
         body["model"] = getattr(self.judge, "model", None) or client.model  # the configured judge, always

@@ -66,13 +66,18 @@ class LLMJudge:
         api_key: Key (default ``$OPENAI_API_KEY``).
         cache_dir: Folder of cached answers (default ``~/.cache/cowork/judge``).
         retries: Retries per call.
+        client: What answers instead of an OpenAI-compatible endpoint: any object with
+            ``async complete(messages) -> chat-completions answer`` (an Inspect model through
+            ``cowork.integrations.inspect.judge``); ``base_url``, ``api_key`` and ``retries``
+            are then unused. Only a :class:`ChatClient` can relay an original grader's raw
+            judge requests.
     """
 
     def __init__(self, model: str, base_url: str | None = None, api_key: str | None = None,
-                 cache_dir: str | Path | None = None, retries: int = 3):
+                 cache_dir: str | Path | None = None, retries: int = 3, client: Any = None):
         self.model = model
-        self._client = ChatClient(model, base_url=base_url, api_key=api_key, temperature=0.0, max_tokens=300,
-                                  retries=retries)
+        self.client: Any = client if client is not None else ChatClient(
+            model, base_url=base_url, api_key=api_key, temperature=0.0, max_tokens=300, retries=retries)
         root = Path(cache_dir or settings.get().cache / "judge")
         root.mkdir(parents=True, exist_ok=True)
         self.cache_dir = root
@@ -129,7 +134,7 @@ class LLMJudge:
             verdict = json.loads(cached.read_text())
             log.info("judge %s: cached verdict %s", key[:12], verdict.get("passed", verdict.get("credit")))
             return {**verdict, "model": self.model, "cached": True, "request_hash": key}
-        content = first_message(await self._client.complete(messages)).get("content")
+        content = first_message(await self.client.complete(messages)).get("content")
         # as the policy read it: text as is, anything else as its str()
         text = "" if content is None else content if isinstance(content, str) else str(content)
         try:

@@ -126,7 +126,7 @@ def pass_rate() -> Metric:
 
 
 @scorer(metrics=[completion(), safety(), robustness(), mean_score(), pass_rate()])
-def cowork_scorer(evidence_dir: str | None = None) -> Scorer:
+def cowork_scorer(evidence_dir: str | None = None, judge_role: str | None = "grader") -> Scorer:
     """The cowork grade of a sample: evidence exported from its sandbox, graded by the spec.
 
     The value is a dict: ``completion``, ``safety`` (1 safe, 0 violated or unknown),
@@ -144,10 +144,17 @@ def cowork_scorer(evidence_dir: str | None = None) -> Scorer:
             offline. Default: ``$COWORK_INSPECT_EVIDENCE``; neither: nothing is saved. A
             relative folder is taken from where the scorer is made (for ``inspect eval``, the
             task file's folder, as for the task's spec paths).
+        judge_role: The model role that judges the spec's ``judge`` checks, as Inspect's
+            model-graded scorers take theirs: bind it with ``--model-role grader=MODEL`` or
+            ``Task(model_roles=...)``. With no model bound (or None), those checks are not
+            graded: never passed, and the model under evaluation never judges itself. (An
+            imported task's original grader needs ``cowork run --judge-model``: its raw judge
+            requests are relayed to an OpenAI-compatible endpoint, which a role does not give.)
     """
     from ...episode.run import _outside_checks, broken_sandbox_grade
     from ...grading import grade
     from ...settings import get as settings
+    from .judge import role_judge
 
     # Resolved now: Inspect builds a task from its file's folder and runs it from there too,
     # so a relative folder is the task file's, as its spec paths are.
@@ -168,7 +175,7 @@ def cowork_scorer(evidence_dir: str | None = None) -> Scorer:
                 raise
             broke = f"evidence export failed: {cause}: {exc}"
             ev = await box.salvage_evidence(trace=trace)
-        await _outside_checks(box.loaded, ev, box.image, None)
+        await _outside_checks(box.loaded, ev, box.image, role_judge(judge_role))
         g = grade(box.spec, ev)
         if broke:
             traj.status, traj.error = "agent_broke_sandbox", broke

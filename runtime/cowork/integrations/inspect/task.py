@@ -55,7 +55,8 @@ class CoworkTask(Task):
 
 
 def cowork_task(specs: str | os.PathLike | Iterable[str | os.PathLike], *, solver: Solver | Any = None,
-                name: str | None = None, evidence_dir: str | None = None, **task_args: Any) -> Task:
+                name: str | None = None, evidence_dir: str | None = None, judge_role: str | None = "grader",
+                **task_args: Any) -> Task:
     """An Inspect task from cowork specs: one sample per spec, each in its own cowork sandbox,
     graded by :func:`cowork_scorer`.
 
@@ -70,6 +71,8 @@ def cowork_task(specs: str | os.PathLike | Iterable[str | os.PathLike], *, solve
             name (one folder of specs) or ``cowork`` (several).
         evidence_dir: Save each sample's evidence bundle and results line here (see
             :func:`cowork_scorer`; default ``$COWORK_INSPECT_EVIDENCE``, else none saved).
+        judge_role: The model role that judges ``judge`` checks (``--model-role grader=MODEL``,
+            or ``model_roles=`` here); none bound: they are not graded (see :func:`cowork_scorer`).
         **task_args: More ``Task`` arguments (``epochs``, ``message_limit``, ...).
 
     Raises:
@@ -98,7 +101,7 @@ def cowork_task(specs: str | os.PathLike | Iterable[str | os.PathLike], *, solve
         # The spec's turn limit, in messages: each turn is an assistant message and its tool results.
         task_args["message_limit"] = 2 + 2 * max(item.spec.limits.max_turns for item in loaded)
     return CoworkTask(dataset=samples, solver=[system_message("{" + SYSTEM_KEY + "}"), *_solvers(solver)],
-                      scorer=cowork_scorer(evidence_dir), name=name, default_name=_default_name(paths, loaded),
+                      scorer=cowork_scorer(evidence_dir, judge_role=judge_role), name=name, default_name=_default_name(paths, loaded),
                       **task_args)
 
 
