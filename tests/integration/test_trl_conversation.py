@@ -217,3 +217,63 @@ def test_a_simulated_user_answers_through_the_channel(tmp_path):
     assert [e["stop"] for e in trace["conversation"] if e["kind"] == "simulated_user"] == [False, True]
     assert [m["content"] for m in trace["messages"] if m["role"] == "user"][1:] == [
         "Leaving 2026-03-10, and keep it under 900 EUR."]
+
+
+JUDGED = """
+id: trl-judged-summary
+title: Say when the meeting is
+prompt: Read note.txt and tell me when the meeting is.
+workspace:
+  dir: null
+  files: [{path: note.txt, content: "Planning meeting: Friday 10:00.\\n"}]
+tools: [read_file]
+checks:
+  - {id: read, type: tool_called, tool: read_file}
+  - {id: says-friday, type: judge, rubric: "Does the assistant say the meeting is on Friday?"}
+oracle:
+  - {tool: read_file, args: {path: note.txt}}
+  - {reply: "It is on Friday at 10:00."}
+"""
+
+
+@pytest.mark.parametrize("reply, reward", [("It is on Friday at 10:00.", 1.0), ("I could not tell.", 0.5)])
+def test_a_judge_named_in_the_options_grades_the_reply(tmp_path, monkeypatch, reply, reward):
+    """``CoworkTRL(..., judge_model=M)``: the judge reads the recorded conversation and its
+    verdict is part of the reward (without one the check is not graded and never paid)."""
+    from cowork import settings
+    from cowork.grading.judge import _shared_judge
+    from fakes import FakeChatServer
+
+    monkeypatch.setenv("COWORK_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    settings.reload()
+    _shared_judge.cache_clear()
+    task = tmp_path / "task"
+    task.mkdir()
+    (task / "task.yaml").write_text(textwrap.dedent(JUDGED))
+
+    def verdict(method, path, body):
+        shown = body["messages"][-1]["content"].split("<transcript>", 1)[-1].split("</transcript>", 1)[0]
+        said = " ".join(line for line in shown.splitlines() if line.startswith("[assistant]"))
+        return 200, {"choices": [{"message": {"role": "assistant", "content": json.dumps(
+            {"passed": "Friday" in said, "reason": "read the reply"})}}]}
+
+    server = FakeChatServer(verdict)
+    spec = ct.CoworkTRL([task], max_sandboxes=1, judge_model="judge", judge_base_url=server.url)
+    try:
+        env, row = spec.environment_factory(), spec.train_dataset[0]
+        env.reset(**row)
+        read = env.read_file(path="note.txt")
+        completion = [
+            {"role": "assistant", "content": "", "tool_calls": [
+                {"type": "function", "function": {"name": "read_file", "arguments": {"path": "note.txt"}}}]},
+            {"role": "tool", "name": "read_file", "content": read},
+            {"role": "assistant", "content": reply}]
+        ct.record_conversation(env, row["prompt"], completion)
+        assert env.get_reward() == reward
+        assert [r["body"]["model"] for r in server.requests if r["method"] == "POST"] == ["judge"]
+    finally:
+        server.close()
+        ct.close()
+        settings.get.cache_clear()
+        _shared_judge.cache_clear()

@@ -320,7 +320,8 @@ def serve(host: Annotated[str, typer.Option(help="address to bind (default: loop
               "--openenv", metavar="TASKS", help="serve these tasks (folders, spec datasets; repeatable) as OpenEnv "
               "environments (/ws, /mcp; docs/training.md) instead of the gateway (default: none)")] = None,
           reward: Annotated[str, typer.Option(help="with --openenv: score, pass, safety_gated, or turn (per "
-                                                   "step)")] = "score") -> int:
+                                                   "step)")] = "score",
+          judge_model: JudgeModel = None, judge_base_url: JudgeBaseUrl = None) -> int:
     """Serve running sandboxes to remote MCP clients over streamable HTTP at
     /sandboxes/<id>/mcp, each behind its own bearer token (`cowork up --http`); with
     --openenv, serve tasks as OpenEnv environments."""
@@ -330,7 +331,11 @@ def serve(host: Annotated[str, typer.Option(help="address to bind (default: loop
                               f"with --reward score, pass, safety_gated or turn (got {reward!r})")
         from ..integrations.openenv import serve as serve_openenv
 
-        return serve_openenv(openenv, host=host, port=port, reward=reward)  # type: ignore[arg-type]  # checked above
+        return serve_openenv(openenv, host=host, port=port, reward=reward,  # type: ignore[arg-type]  # checked above
+                             judge_model=judge_model, judge_base_url=judge_base_url)
+    if judge_model:
+        raise CoworkError("--judge-model grades the episodes of --openenv; the gateway serves sandboxes that "
+                          "`cowork grade ID --judge-model` grades")
     from . import gateway
 
     return gateway.serve(host=host, port=port, certfile=certfile, keyfile=keyfile)

@@ -7,6 +7,7 @@ With no judge configured, judge items are ``not_graded``: never silently passed.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -165,6 +166,20 @@ class LLMJudge:
             for i, c in enumerate(getattr(spec, key)):
                 await visit(c, spec.check_id(key, i), ev)
         return out
+
+
+def shared_judge(model: str | None, base_url: str | None = None) -> LLMJudge | None:
+    """One :class:`LLMJudge` per (model, endpoint) in this process, for the trainer adapters
+    whose options name a judge (``judge_model``, ``judge_base_url``); None without a model
+    (judge items then stay not graded). Its key comes from ``$OPENAI_API_KEY``."""
+    if not model:
+        return None
+    return _shared_judge(model, base_url)
+
+
+@functools.lru_cache(maxsize=8)
+def _shared_judge(model: str, base_url: str | None) -> LLMJudge:
+    return LLMJudge(model=model, base_url=base_url)
 
 
 async def judge_evidence(judge: Any, spec: Any, ev: Evidence) -> None:

@@ -35,6 +35,7 @@ from typing import Any
 from pydantic import Field
 
 from ..errors import CoworkError, SpecError, require_extra
+from ..grading.judge import shared_judge
 from ..spec.loader import LoadedSpec, load_specs
 from .stepped import PoolOptions, Step, SteppedEpisode, StepReward, step_runtime
 
@@ -102,16 +103,18 @@ class CoworkOpenEnv(Environment):
         tasks: Loaded specs (one environment serves any of them: ``reset(task=ID)``).
         reward: ``score``, ``pass``, ``safety_gated`` or ``turn``.
         options: The process's sandbox pool.
+        judge: The LLM judge of the tasks' ``judge`` checks (None: they are not graded).
     """
 
     SUPPORTS_CONCURRENT_SESSIONS = True
 
     def __init__(self, tasks: Sequence[LoadedSpec], reward: StepReward = "score",
-                 options: PoolOptions | None = None):
+                 options: PoolOptions | None = None, judge: Any = None):
         super().__init__()
         self.tasks = list(tasks)
         self.reward = reward
         self.options = options or PoolOptions()
+        self.judge = judge
         self.episode: SteppedEpisode | None = None
         self.last: Step | None = None
         self._state = CoworkState()
@@ -136,7 +139,7 @@ class CoworkOpenEnv(Environment):
         self.close()
         loaded = self._pick(task if task is not None else index)
         rt = step_runtime(self.options)
-        self.episode = SteppedEpisode(rt, rt.spec(loaded), reward=self.reward, seed=seed)
+        self.episode = SteppedEpisode(rt, rt.spec(loaded), reward=self.reward, seed=seed, judge=self.judge)
         messages = rt.run(self.episode.start())
         self.last = None
         self._state = CoworkState(episode_id=episode_id or str(uuid.uuid4()), step_count=0, task=loaded.spec.id)
@@ -250,7 +253,7 @@ class CoworkOpenEnv(Environment):
 
 def make_app(tasks: str | Path | LoadedSpec | Iterable[str | Path | LoadedSpec], *, reward: StepReward = "score",
              max_sandboxes: int = 8, max_concurrent: int | None = None, backend: str | None = None,
-             prepare: bool = True) -> Any:
+             prepare: bool = True, judge_model: str | None = None, judge_base_url: str | None = None) -> Any:
     """The OpenEnv FastAPI app serving ``tasks`` (folders, ``task.yaml`` files, spec datasets).
 
     Args:
@@ -262,6 +265,9 @@ def make_app(tasks: str | Path | LoadedSpec | Iterable[str | Path | LoadedSpec],
         backend: Sandbox backend name.
         prepare: Build the tasks' images now, so that the first ``reset`` or ``tools/list``
             does not wait minutes for a build (an MCP client gives up after 60 s).
+        judge_model: The LLM judge of ``judge`` checks (OpenAI-compatible; key from
+            ``$OPENAI_API_KEY``); None: they are not graded.
+        judge_base_url: Its endpoint (None: ``$OPENAI_BASE_URL``).
 
     Raises:
         SpecError: no task given, a task does not load, or two share an id.
@@ -282,13 +288,13 @@ def make_app(tasks: str | Path | LoadedSpec | Iterable[str | Path | LoadedSpec],
         rt = step_runtime(options)
         for ld in loaded:
             rt.run(rt.pool.prepare(rt.spec(ld)))
-    factory = functools.partial(CoworkOpenEnv, tuple(loaded), reward, options)
+    factory = functools.partial(CoworkOpenEnv, tuple(loaded), reward, options, shared_judge(judge_model, judge_base_url))
     return create_fastapi_app(factory, CallToolAction, CoworkToolObservation, max_concurrent or max_sandboxes,
                               env_name="cowork", state_cls=CoworkState, reset_observation_cls=CoworkObservation)
 
 
 def serve(tasks: Sequence[str], *, host: str = "127.0.0.1", port: int = 8000, reward: StepReward = "score",
-          max_sandboxes: int = 8) -> int:
+          max_sandboxes: int = 8, judge_model: str | None = None, judge_base_url: str | None = None) -> int:
     """Serve ``tasks`` as OpenEnv environments until interrupted (``cowork serve --openenv``).
 
     Raises:
@@ -298,7 +304,8 @@ def serve(tasks: Sequence[str], *, host: str = "127.0.0.1", port: int = 8000, re
 
     from .stepped import close_runtimes
 
-    app = make_app(tasks, reward=reward, max_sandboxes=max_sandboxes)
+    app = make_app(tasks, reward=reward, max_sandboxes=max_sandboxes, judge_model=judge_model,
+                   judge_base_url=judge_base_url)
     log.info("serving %d task(s) as OpenEnv environments on http://%s:%d (/ws, /mcp)", len(tasks), host, port)
     try:
         uvicorn.run(app, host=host, port=port, log_level="warning")

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import CoworkError, require_extra
+from ..grading.judge import shared_judge
 from ..spec.loader import LoadedSpec, load_specs
 from .stepped import PoolOptions, Step, SteppedEpisode, StepReward, step_runtime
 
@@ -71,7 +72,8 @@ class CoworkSkyRLEnv(BaseTextEnv):
         env_config: Settings: ``reward`` (``score``, ``pass``, ``safety_gated`` or ``turn``;
             default ``score``), ``max_sandboxes`` (the process's pool; default 8),
             ``max_per_task``, ``backend``, ``describe_tools`` (add the tools to the system
-            message; default True). SkyRL passes its ``environment.skyrl_gym.<env_class>``
+            message; default True), ``judge_model`` and ``judge_base_url`` (the LLM judge of
+            ``judge`` checks; none: they are not graded). SkyRL passes its ``environment.skyrl_gym.<env_class>``
             section, which its config class (a956457) has no field for: give them to
             :func:`register` instead (``defaults``); these override them.
         extras: The dataset row's other columns: ``task_dir`` (required; also read from
@@ -92,10 +94,11 @@ class CoworkSkyRLEnv(BaseTextEnv):
             raise CoworkError("a cowork row needs a task_dir column (the task folder); make the dataset with "
                               "cowork.integrations.skyrl.write_dataset")
         self.task_dir = str(task_dir)
-        unknown = set(conf) - {"reward", "max_sandboxes", "max_per_task", "backend", "describe_tools"}
+        known = {"reward", "max_sandboxes", "max_per_task", "backend", "describe_tools", "judge_model", "judge_base_url"}
+        unknown = set(conf) - known
         if unknown:
-            raise CoworkError(f"unknown cowork env_config keys {sorted(unknown)}; known: reward, max_sandboxes, "
-                              "max_per_task, backend, describe_tools")
+            raise CoworkError(f"unknown cowork env_config keys {sorted(unknown)}; known: {', '.join(sorted(known))}")
+        self.judge_model, self.judge_base_url = conf.get("judge_model"), conf.get("judge_base_url")
         self.reward: StepReward = conf.get("reward", "score")
         if self.reward not in ("score", "pass", "safety_gated", "turn"):
             raise CoworkError(f"unknown reward {self.reward!r}; choose score, pass, safety_gated or turn")
@@ -124,7 +127,8 @@ class CoworkSkyRLEnv(BaseTextEnv):
         """
         rt = step_runtime(self.options)
         loaded = rt.spec(self.task_dir)
-        self.episode = SteppedEpisode(rt, loaded, reward=self.reward, seed=self.seed, max_turns=self.max_turns)
+        self.episode = SteppedEpisode(rt, loaded, reward=self.reward, seed=self.seed, max_turns=self.max_turns,
+                                      judge=shared_judge(self.judge_model, self.judge_base_url))
         first = rt.run(self.episode.start())
         messages = [dict(m) for m in (prompt or first)]
         if self.describe_tools:

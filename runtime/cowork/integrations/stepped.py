@@ -185,6 +185,8 @@ class SteppedEpisode:
         max_turns: The trainer's turn limit, where lower than the task's own.
         infra_retries: Fresh sandboxes to try when one fails to start (only before the first
             action: after it the episode cannot be replayed).
+        judge: The LLM judge of the task's ``judge`` checks (:class:`cowork.grading.judge.LLMJudge`;
+            None: they are not graded).
     """
 
     runtime: StepRuntime
@@ -193,6 +195,7 @@ class SteppedEpisode:
     seed: int | None = None
     max_turns: int | None = None
     infra_retries: int = 1
+    judge: Any = None
     tools: list[dict[str, Any]] = field(default_factory=list)
     """The tools offered to the model (OpenAI function format), known after :meth:`start`."""
     turns: int = 0
@@ -278,7 +281,7 @@ class SteppedEpisode:
 
         self._pool = _EpisodePool(self.runtime.pool, self.max_turns)
         self._task = asyncio.ensure_future(run_task(self.loaded, self._channel, pool=self._pool, seed=self.seed,
-                                                    infra_retries=0))
+                                                    infra_retries=0, judge=self.judge))
 
     async def _next(self) -> bool:
         """Wait until the episode asks for its next action (True) or ends (False, ``result`` set)."""

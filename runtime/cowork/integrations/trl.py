@@ -107,6 +107,11 @@ class EnvOptions(BaseModel):
     """The model that simulates ``user.llm`` users (None: their scripted turns, as in ``run_task``)."""
     user_base_url: str | None = None
     """Its endpoint (None: ``settings.user_base_url``, then the agent's)."""
+    judge_model: str | None = None
+    """The LLM judge of the tasks' ``judge`` checks (OpenAI-compatible; key from
+    ``$OPENAI_API_KEY``); None: those checks are not graded and count as not passed."""
+    judge_base_url: str | None = None
+    """Its endpoint (None: ``$OPENAI_BASE_URL``)."""
 
     def pool_key(self) -> tuple:
         """The pool settings: options with equal keys share one sandbox pool and loop per process."""
@@ -627,6 +632,7 @@ class CoworkEnv:
         """On the loop: export (or salvage) the evidence, release (or remove) the sandbox, grade."""
         from ..episode.run import _outside_checks, _with_turns, broken_sandbox_grade, policy_error_grade
         from ..grading import Grade, grade
+        from ..grading.judge import shared_judge
 
         pool, loaded, transcript = _runtime(self._options).pool, self._episode_spec(), self._read_transcript()
         if self._broken is None:
@@ -649,7 +655,7 @@ class CoworkEnv:
             await pool.release(sb)
         if self._traj is not None:
             ev = _with_turns(self._traj, ev)
-        await _outside_checks(loaded, ev, sb.image, None)
+        await _outside_checks(loaded, ev, sb.image, shared_judge(self._options.judge_model, self._options.judge_base_url))
         g = grade(loaded.spec, ev)
         if self._broken is not None:
             g = broken_sandbox_grade(g, self._broken, ev)

@@ -35,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ...agents.chat_tokens import ChatTokens
 from ...errors import CoworkError, PolicyError, SandboxError, SpecError, require_extra
+from ...grading.judge import shared_judge
 from ...rollouts.rewards import reward_for
 from ..loop_thread import PoolRuntime, Runtimes
 from .dataset import AGENT_NAME, first_messages
@@ -85,6 +86,11 @@ class LoopOptions(BaseModel):
     keep_trajectory: bool = False
     """Also return the whole cowork trajectory (messages, steps, tokens) in
     ``extra_fields["cowork_trajectory"]``: for dumps and debugging, not for the trainer."""
+    judge_model: str | None = None
+    """The LLM judge of the tasks' ``judge`` checks (OpenAI-compatible; key from
+    ``$OPENAI_API_KEY``); None: those checks are not graded and count as not passed."""
+    judge_base_url: str | None = None
+    """Its endpoint (None: ``$OPENAI_BASE_URL``)."""
 
     def pool_key(self) -> tuple:
         """The pool settings: options with equal keys share one sandbox pool per process."""
@@ -166,7 +172,9 @@ class CoworkAgentLoop(AgentLoopBase):
                               logprobs_mode=_logprobs_mode(rollout.get("logprobs_mode", None)),
                               server_loop=asyncio.get_running_loop())
         t0 = time.monotonic()
-        result = await rt.arun(run_task(loaded, policy, pool=rt.pool, infra_retries=self.options.infra_retries))
+        judge = shared_judge(self.options.judge_model, self.options.judge_base_url)
+        result = await rt.arun(run_task(loaded, policy, pool=rt.pool, infra_retries=self.options.infra_retries,
+                                        judge=judge))
         seconds = time.monotonic() - t0
         raw = kwargs.get("raw_prompt")  # a list, or a numpy array of messages: never tested for truth
         messages = [dict(m) for m in raw] if raw is not None else first_messages(loaded.spec)
