@@ -106,3 +106,21 @@ async def test_a_live_sandboxs_grade_judges_its_judge_checks(judge_server, tmp_p
 def test_down_refuses_a_judge_without_evidence_to_grade(capsys):
     assert main(["down", "no-such-sandbox", "--judge-model", "j"]) == 2
     assert "--evidence" in capsys.readouterr().err
+
+
+def test_a_judge_that_fails_mid_grade_leaves_its_check_not_graded(bundle, capsys, monkeypatch):
+    """The endpoint answered the preflight, then fails every judgement: the grade is made and
+    printed with the check not graded and why (no traceback, never passed)."""
+    def flaky(method, path, body):
+        return (200, {"data": [{"id": "j"}]}) if method == "GET" else (500, {"error": {"message": "overloaded"}})
+
+    server = FakeChatServer(flaky)
+    monkeypatch.setenv("OPENAI_API_KEY", "k")
+    try:
+        code = main(["grade", str(bundle), "--json", "--judge-model", "j", "--judge-base-url", server.url])
+    finally:
+        server.close()
+    out = json.loads(capsys.readouterr().out)
+    assert code == 0 and out["not_graded"] == ["summary"] and not out["passed"]
+    summary = next(c for c in out["checks"] if c["id"] == "summary")
+    assert "could not be asked" in summary["detail"] or "could not be asked" in (summary.get("error") or "")

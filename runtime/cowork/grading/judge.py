@@ -152,13 +152,23 @@ class LLMJudge:
     async def judge_all(self, spec: Any, ev: Evidence) -> dict[str, dict[str, Any]]:
         """Judge every ``judge`` check of ``spec``, those inside combinators and tiers too (by
         their own ids), each on the evidence the grader judges it on (as the agent left the
-        turn or day it is scoped to, the outermost scope first); results by check id."""
+        turn or day it is scoped to, the outermost scope first); results by check id.
+
+        A check whose judge could not be asked (the endpoint failed after its retries) gets
+        ``passed`` None and the error: not graded, never passed, and the episode is still
+        graded and kept rather than lost with the exception (the other checks keep their
+        verdicts)."""
         out: dict[str, dict[str, Any]] = {}
 
         async def visit(c: Any, cid: str, outer: Evidence) -> None:
             scoped, _ = scoped_evidence(outer, c)
             if c.type == "judge":
-                out[cid] = await self.judge(c, scoped)
+                try:
+                    out[cid] = await self.judge(c, scoped)
+                except PolicyError as exc:
+                    log.warning("judge %s could not judge %s: %s", self.model, cid, exc)
+                    out[cid] = {"passed": None, "reason": "", "error": f"the judge could not be asked: {exc}",
+                                "model": self.model, "cached": False}
             for sub in sub_checks(c):
                 await visit(sub, sub.id or "", scoped)
 

@@ -836,6 +836,8 @@ class CoworkTRL:
             :class:`EnvOptions`); None refuses tasks with a user or later days.
         user_model: The model that simulates ``user.llm`` users (None: their scripted turns).
         user_base_url: Its endpoint.
+        judge_model: The LLM judge of ``judge`` checks (None: they are not graded, never paid).
+        judge_base_url: Its endpoint (None: ``$OPENAI_BASE_URL``).
 
     Raises:
         SpecError: a task does not load, or two share an id.
@@ -846,7 +848,8 @@ class CoworkTRL:
                  reward: Literal["score", "pass", "safety_gated"] = "score", max_sandboxes: int = 32,
                  max_per_task: int | None = None, backend: str | None = None, acquire_timeout_s: float = 600.0,
                  tools: dict[str, Sequence[Any]] | None = None, user_tool: str | None = USER_TOOL,
-                 user_model: str | None = None, user_base_url: str | None = None):
+                 user_model: str | None = None, user_base_url: str | None = None, judge_model: str | None = None,
+                 judge_base_url: str | None = None):
         if isinstance(tasks, (str, Path, LoadedSpec)):
             tasks = [tasks]
         items = list(tasks)
@@ -859,7 +862,8 @@ class CoworkTRL:
                             f"duplicate task ids {sorted({i for i in ids if ids.count(i) > 1})}; give each task once")
         self.options = EnvOptions(reward=reward, max_sandboxes=max_sandboxes, max_per_task=max_per_task,
                                   backend=backend, acquire_timeout_s=acquire_timeout_s, user_tool=user_tool,
-                                  user_model=user_model, user_base_url=user_base_url)
+                                  user_model=user_model, user_base_url=user_base_url, judge_model=judge_model,
+                                  judge_base_url=judge_base_url)
         for ld in self.tasks:  # up front: a task TRL cannot carry is named now, not rewarded 0 in training
             refuse_unsupported(ld, user_tool)
         self._tools = {k: [tool_dict(t) for t in v] for k, v in tools.items()} if tools is not None else None
