@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from inspect_ai.model import ChatMessageSystem, ChatMessageUser, GenerateConfig, Model, get_model
+from inspect_ai.model import ChatMessage, ChatMessageSystem, ChatMessageUser, GenerateConfig, Model, get_model
 
 from ...errors import PolicyError
 from ...grading.judge import LLMJudge
@@ -32,8 +32,8 @@ class InspectChatClient:
         Raises:
             PolicyError: The model failed or answered with an error.
         """
-        chat = [ChatMessageSystem(content=m["content"]) if m["role"] == "system" else ChatMessageUser(content=m["content"])
-                for m in messages]
+        chat: list[ChatMessage] = [ChatMessageSystem(content=m["content"]) if m["role"] == "system"
+                                   else ChatMessageUser(content=m["content"]) for m in messages]
         try:
             out = await self.inspect_model.generate(chat, config=JUDGE_CONFIG)
         except Exception as exc:  # noqa: BLE001 - a provider's failure, said as the judge's
