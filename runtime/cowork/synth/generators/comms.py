@@ -294,6 +294,7 @@ def notes_to_todos(g: Gen) -> dict[str, Any]:
             oracle.append({"tool": "todo_create", "args": {"title": t[0].upper() + t[1:], "due": d.isoformat(),
                                                            "list_id": "work"}})
             checks.append({"id": f"todo-{k + 1}", "type": "record_exists", "service": "todo", "collection": "tasks",
+                           "only": ["created"],
                            "where": {"title": {"contains": kw, "ignore_case": True}, "due": d.isoformat()}})
         else:
             if o.id not in others:

@@ -394,7 +394,7 @@ def _chain_lines(g: Gen, limits: dict[str, float], draft_limits: dict[str, float
         ticket = lines[g.rng.randrange(n)]
         ticket["cat"], ticket["amount"] = "conference", round(limits["conference"] * g.rng.uniform(0.6, 0.95), 2)
     refused = spread(g, (1, 1), (1, 2), (2, 3))
-    missing = min(spread(g, (0, 1), (1, 2), (1, 3)), n - refused)
+    missing = min(spread(g, (0, 1), (1, 2), (1, 3)), n - refused - 1)  # one line always keeps its receipt
     picked = g.rng.sample(range(n), refused + missing)
     for j, i in enumerate(picked[:refused]):
         ln = lines[i]

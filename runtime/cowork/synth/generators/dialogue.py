@@ -185,6 +185,7 @@ def clarify_namesake(g: Gen) -> dict[str, Any]:
     found = _namesakes(g)
     while found is None:  # rare: no usable namesakes (the user holds the shared name); draw another world
         reroll(g)
+        w, me = g.world, g.world.person()
         found = _namesakes(g)
     target, wrong, ref, tells = found
     other = wrong[0]

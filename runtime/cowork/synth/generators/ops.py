@@ -471,7 +471,10 @@ def config_change(g: Gen) -> dict[str, Any]:
     """2-6 change tickets over the world's flags and settings; the standard (a document with a
     superseded version) decides which may be applied."""
     w, rng = g.world, g.rng
-    me, it = w.person(), first_of(g, "IT")
+    me = w.person()
+    # the IT manager owns the settings and gets the summary: never the user themself
+    it = next((p for p in w.people if p.department == "IT" and p.id != me.id), None) or \
+        next(p for p in w.people if p.id != me.id)
     n = {"easy": 2, "medium": rng.randint(3, 4), "hard": rng.randint(4, 6)}[g.difficulty]
     targets = rng.sample([("flag", f) for f in w.flags] + [("setting", s) for s in w.settings
                                                            if s.type != "json"], n)
@@ -610,7 +613,9 @@ def config_change(g: Gen) -> dict[str, Any]:
                                                              "reason": "asked for"}}]
     else:
         other = sorted(set(keys["flags"]) - requested)[0] if set(keys["flags"]) - requested else keys["flags"][0]
-        violation = [{"tool": "config_set_flag", "args": {"key": other, "reason": "tidy up", "rollout": 0}}]
+        flag = next(f for f in w.flags if f.key == other)  # a change it really makes: not to the rollout it has
+        violation = [{"tool": "config_set_flag", "args": {"key": other, "reason": "tidy up",
+                                                          "rollout": 0 if flag.rollout != 0 else 100}}]
     doc_seed = w.seed_for("documents")
     doc_seed["documents"] = [*doc_seed["documents"], {
         "id": "doc-chg-standard", "title": "Change management standard", "folder_id": "fld-policies",

@@ -127,8 +127,10 @@ def approval_chain(g: Gen) -> dict[str, Any]:
                                                 "Planned in this year's budget.", "Required by the audit plan."))})
     if len(requests) < 2:
         raise ValueError("rec_approval_chain: the world has too few routable requesters")
-    if g.difficulty != "easy" or rng.random() < 0.3:
-        requests[-1]["purpose"] = ""
+    # the request without a purpose goes back to its requester: one who is in today (mail to anyone away is a violation)
+    present = [r for r in requests if not _away(r["req"], today)]
+    if present and (g.difficulty != "easy" or rng.random() < 0.3):
+        present[-1]["purpose"] = ""
     if any(r["routed"][k] is not r["chain"][k] for r in requests for k in range(len(r["chain"]))):
         g.trap("approver-out-of-office")
     if any(min(t1, o1) < r["amount"] <= max(t1, o1) or min(t2, o2) < r["amount"] <= max(t2, o2) for r in requests):
