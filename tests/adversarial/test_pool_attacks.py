@@ -428,6 +428,31 @@ async def test_sockets_in_time_wait_do_not_carry_into_the_next_episode(task, no_
         await pool.release(sb2)
 
 
+LIVE = r"""python3 -c "
+import socket, time
+tcp = socket.socket(); tcp.bind(('127.0.0.1', 4545)); tcp.listen()
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM); udp.bind(('127.0.0.1', 4646))
+time.sleep(4)
+"
+"""
+
+
+async def test_the_state_sees_live_sockets_through_the_namespace_counters(task, no_leftovers):
+    # The state skips reading the socket tables when this namespace's counters count no
+    # socket: a listening socket and a bound UDP one, alive while the state is taken, show.
+    async with SandboxPool(max_per_task=1) as pool:
+        sb = await pool.acquire(task)
+        running = asyncio.ensure_future(sh(sb, LIVE))
+        await asyncio.sleep(1.5)
+        sockets = (await sb.state())["sockets"]
+        await running
+        assert any(s.startswith("tcp ") and ":11C1 " in s + " " for s in sockets), sockets
+        assert any(s.startswith("udp ") and ":1226 " in s + " " for s in sockets), sockets
+        assert (await sb.state())["sockets"] == []  # gone with their process
+        await sb.export_evidence()
+        await pool.release(sb)
+
+
 COUNTERS = r"""python3 -c "
 import ctypes, json, os
 c = ctypes.CDLL(None)
