@@ -25,7 +25,7 @@ from .backend import get_backend
 from .checkpoints import abandoned_evidence
 from .checkpoints import checkpoint as checkpoint_sandbox
 from .checkpoints import restore as restore_sandbox
-from .control import control_request
+from .control import ControlChannel, control_request
 from .mcp import LeanMcpClient, RpcMcpClient, tool_annotations
 
 if TYPE_CHECKING:
@@ -54,6 +54,11 @@ class ToolResult(BaseModel):
     """Round trip measured on the host."""
 
 
+#: What the export's answer holds beside the export's own figures (kept out of ``meta["export"]``).
+_NOT_EXPORT_META = frozenset({"ok", "path", "audit_count", "audit_last_hash", "seed_path", "final_path", "seed_hash",
+                              "final_hash"})
+
+
 class Sandbox:
     """A running sandbox container reached over its MCP unix socket.
 
@@ -72,6 +77,8 @@ class Sandbox:
         self.started_at = time.time()
         self._client: RpcMcpClient | LeanMcpClient | None = None
         self._stack = contextlib.AsyncExitStack()
+        #: The kept-open control connection (health checks, exports, resets).
+        self._control = ControlChannel(run_dir)
         self._stopped = False
         self._tools: list | None = None
         self._initial: dict[str, str] | None = None
@@ -206,6 +213,7 @@ class Sandbox:
             return
         self._stopped = True
         from ..engine.client import in_thread
+        self._control.close()
         try:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(self._stack.aclose(), 5)
@@ -224,6 +232,7 @@ class Sandbox:
         process exits.
         """
         self._stopped = True
+        self._control.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._stack.aclose(), 5)
 
@@ -366,16 +375,17 @@ class Sandbox:
         Raises:
             SandboxError: when the control socket does not answer.
         """
-        status = await control_request(self.run_dir, "ping", timeout=10)
-        export = await control_request(self.run_dir, "export_workspace", timeout=60,
-                                       **({"keep_jobs": True} if keep_jobs else {}))
+        # One request: the server drains running calls, writes the workspace and (with services)
+        # both state dumps while calls are held, and says where the audit chain stands then.
+        export = await self._control.request("export_workspace", timeout=60,
+                                             **({"keep_jobs": True} if keep_jobs else {}),
+                                             **({"dump_state": True} if self.uses_services else {}))
         tar = (self.run_dir / EXPORT_DIR / "workspace.tar").read_bytes()
         audit = (self.run_dir / AUDIT_LOG).read_text()
         initial = self._initial_hashes()
         annotations = tool_annotations(await self.tools())
         seed_state = final_state = None
         if self.uses_services:
-            dumped = await control_request(self.run_dir, "dump_state")
             if self._seed_state is None:  # the seed never changes: read it once per sandbox
                 self._seed_text = Path(self.run_dir / EXPORT_DIR / "state_seed.json").read_text()
                 self._seed_state = json.loads(self._seed_text)
@@ -384,16 +394,15 @@ class Sandbox:
             # was most of an export's host time on a seeded world.
             seed_state = self._seed_state
             final_state = json.loads(Path(self.run_dir / EXPORT_DIR / "state_final.json").read_text())
-            status["state_hash"] = dumped["final_hash"]
         meta: dict[str, Any] = {}
         if self.spec.http_services:
             seed_state, final_state, meta = await self._http_state(seed_state, final_state)
         self.unexported = False
         ev = Evidence(
-            audit_text=audit, audit_count=status["audit_count"], workspace_tar=tar, initial=initial,
+            audit_text=audit, audit_count=export["audit_count"], workspace_tar=tar, initial=initial,
             trace=trace or {}, meta={"task": self.spec.id, "image": self.image, "container": self.name,
                                      "tool_annotations": annotations,
-                                     "export": {k: v for k, v in export.items() if k not in ("ok", "path")}, **meta},
+                                     "export": {k: v for k, v in export.items() if k not in _NOT_EXPORT_META}, **meta},
             state_seed=seed_state, state_final=final_state,
         )
         return self._with_branches(ev)
@@ -566,7 +575,7 @@ class Sandbox:
         Raises:
             SandboxError: when the sandbox has no services or the reset failed.
         """
-        resp = await control_request(self.run_dir, "reset_services", **({"seed": seed} if seed is not None else {}))
+        resp = await self._control.request("reset_services", **({"seed": seed} if seed is not None else {}))
         if not resp.get("matches_seed"):
             raise SandboxError(f"reset of {self.name} did not restore the seeded state")
         return resp["hash"]
@@ -580,7 +589,7 @@ class Sandbox:
         Raises:
             SandboxError: when the control socket does not answer.
         """
-        resp = await control_request(self.run_dir, "state_hash", timeout=30)
+        resp = await self._control.request("state_hash", timeout=30)
         return {k: v for k, v in resp.items() if k != "ok"}
 
     async def act(self, actor: str, actions: list[dict[str, Any]]) -> dict[str, Any]:
@@ -597,7 +606,7 @@ class Sandbox:
             SandboxError: when the control socket does not answer.
         """
         timeout = 30 + len(actions) * (self.spec.limits.tool_timeout_s + 5)
-        resp = await control_request(self.run_dir, "act", timeout=timeout, actor=actor, actions=actions)
+        resp = await self._control.request("act", timeout=timeout, actor=actor, actions=actions)
         self.unexported = True
         return {k: v for k, v in resp.items() if k != "ok"}
 
@@ -613,7 +622,7 @@ class Sandbox:
         Raises:
             SandboxError: when the server does not answer.
         """
-        await control_request(self.run_dir, "begin_episode", timeout=5, seed=seed)
+        await self._control.request("begin_episode", timeout=5, seed=seed)
         self.uses += 1
 
     async def reset(self, seed: int | None = None, *, discard_evidence: bool = False) -> dict[str, Any]:
@@ -644,7 +653,7 @@ class Sandbox:
         if self.unexported and not discard_evidence:
             raise SandboxError(f"sandbox {self.name} (task {self.spec.id}): reset refused: the episode's evidence "
                                "was not exported; call export_evidence() first or pass discard_evidence=True")
-        resp = await control_request(self.run_dir, "reset", timeout=self.spec.limits.tool_timeout_s + 30,
+        resp = await self._control.request("reset", timeout=self.spec.limits.tool_timeout_s + 30,
                                      seed=seed, task=self.spec.id, discard_evidence=discard_evidence)
         state = {k: v for k, v in resp.items() if k != "ok"}
         if state["hash"] != self.pristine["hash"]:

@@ -65,11 +65,33 @@ def _read_seed(path: str) -> bytes:
         return fh.read()
 
 
+def _read_seeds(paths: list[str]) -> list[bytes]:
+    return [_read_seed(p) for p in paths]
+
+
 def _write_seed(dst: str, data: bytes) -> None:
     # As the agent: the file and any folder made for it start out the agent's.
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     with open(dst, "wb") as fh:
         fh.write(data)
+
+
+def _write_seeds(writes: list[tuple[str, bytes, int | None]]) -> None:
+    # As the agent, in the seed's order: each file, then its mode (None: root takes it after).
+    for dst, data, mode in writes:
+        _write_seed(dst, data)
+        if mode is not None:
+            os.chmod(dst, mode)
+
+
+def _protect(root: str, files: list[tuple[str, int]]) -> None:
+    """As root: the root-owned seed files become root's with their mode, then their folders
+    are protected (see :func:`_protect_folders`)."""
+    for rel, mode in files:
+        dst = os.path.join(root, rel)
+        os.chown(dst, 0, 0)
+        os.chmod(dst, mode)
+    _protect_folders(root, [rel for rel, _ in files])
 
 
 def _protect_folders(root: str, rel_paths: list[str]) -> None:
@@ -92,22 +114,22 @@ def _protect_folders(root: str, rel_paths: list[str]) -> None:
 async def seed_workspace(raw: dict, fs: AgentFS | ForkFS, root: str, seed_dir: str) -> None:
     """Copy the seed files into the workspace as the agent, then apply owner and mode.
 
-    Runs before the agent's first call, so nothing else touches the workspace meanwhile.
+    Runs before the agent's first call (and in a reset, with no agent process alive), so
+    nothing else touches the workspace meanwhile. One read as root and one write as the agent
+    for all the files (a reset seeds the workspace again: a thread hop, or under gVisor a fork,
+    per file and step added up).
     """
-    protected = []
-    for entry in raw.get("files", []):
-        dst = os.path.join(root, entry["path"])
-        data = await asyncio.to_thread(_read_seed, os.path.join(seed_dir, entry["path"]))
-        await fs.run(_write_seed, dst, data)
-        mode = int(entry["mode"], 8)
-        if entry.get("owner") == "root" and os.geteuid() == 0:
-            os.chown(dst, 0, 0)
-            await asyncio.to_thread(os.chmod, dst, mode)
-            protected.append(entry["path"])
-        else:
-            await fs.run(os.chmod, dst, mode)
+    entries = raw.get("files", [])
+    if not entries:
+        return
+    datas = await asyncio.to_thread(_read_seeds, [os.path.join(seed_dir, e["path"]) for e in entries])
+    as_root = os.geteuid() == 0
+    writes = [(os.path.join(root, e["path"]), data, None if e.get("owner") == "root" and as_root
+               else int(e["mode"], 8)) for e, data in zip(entries, datas)]
+    await fs.run(_write_seeds, writes)
+    protected = [(e["path"], int(e["mode"], 8)) for e in entries if e.get("owner") == "root" and as_root]
     if protected:
-        await asyncio.to_thread(_protect_folders, root, protected)
+        await asyncio.to_thread(_protect, root, protected)
 
 
 def _use_pidfd_watcher() -> None:

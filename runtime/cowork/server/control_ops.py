@@ -87,6 +87,10 @@ class ControlOps:
         ``keep_jobs`` (a turn boundary): where the task allows background jobs, hold them stopped
         during the export instead of killing them, so they run on into the next turn and day.
         With background jobs the answer lists them (``jobs``, see server.tools.jobs).
+        ``dump_state``: also write the services' seed and final dumps (as ``dump_state`` does)
+        before calls resume. The answer says where the audit chain stands once every call has
+        drained (``audit_count``, ``audit_last_hash``): the log the host reads next holds exactly
+        those records.
         """
         dest = os.path.join(self.run_dir, EXPORT_DIR, "workspace.tar")
         # No call may still run (its effect would land after the export, and a reset would
@@ -99,7 +103,11 @@ class ControlOps:
             self.audit.exported_at = self.audit.count
             # Every agent process is killed first (held stopped, at a boundary of a task with
             # background jobs): nothing may change files while they are read.
-            return await self._export(dest, bool(req.get("keep_jobs")))
+            out = await self._export(dest, bool(req.get("keep_jobs")))
+            if req.get("dump_state") and self.services is not None:  # the services' state, while calls are held
+                out = {**out, **await self.services.dump({})}
+            # Where the chain stands with every call drained (the host reads the log next).
+            return {**out, "audit_count": self.audit.count, "audit_last_hash": self.audit.last_hash}
         finally:
             self.audit.paused = False
 
