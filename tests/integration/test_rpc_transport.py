@@ -69,3 +69,25 @@ async def test_many_calls_in_flight_on_the_one_connection():
     async with await Sandbox.start(str(ROOT / "specs" / "fix-csv-report")) as sb:
         got = await asyncio.gather(*[sb.call_tool("shell", {"command": f"sleep 0.3; echo {i}"}) for i in range(8)])
         assert [json.loads(g.text)["output"].strip() for g in got] == [str(i) for i in range(8)]
+
+
+async def test_one_control_connection_serves_every_episode():
+    # Health checks, exports and resets of a sandbox share one kept-open control connection;
+    # the export's audit count (taken after running calls drained) matches the log read.
+    async with await Sandbox.start(str(ROOT / "specs" / "fix-csv-report")) as sb:
+        await sb.record_pristine()
+        for _ in range(3):
+            await sb.begin_episode()
+            await asyncio.gather(*[sb.call_tool("read_file", {"path": "README.md"}) for _ in range(4)])
+            ev = await sb.export_evidence()
+            assert ev.chain.valid and ev.audit_count == len(ev.chain.records) >= 5
+            await sb.reset()
+        assert sb._control.opened == 1
+
+
+async def test_the_server_runs_under_batch_scheduling():
+    # SCHED_BATCH: a request the host sends waits for the host to yield instead of preempting
+    # it on wake-up; what the server starts (the agent's commands) inherits it.
+    async with await Sandbox.start(str(ROOT / "specs" / "fix-csv-report")) as sb:
+        r = await sb.call_tool("shell", {"command": "python3 -c 'import os; print(os.sched_getscheduler(0))'"})
+        assert r.structured["output"].strip() == "3", r.structured  # os.SCHED_BATCH

@@ -145,6 +145,16 @@ def _use_pidfd_watcher() -> None:
         asyncio.set_child_watcher(watcher)
 
 
+def _batch_scheduling() -> None:
+    """Run the server (and what it starts) under SCHED_BATCH: a request the host sends then
+    waits for the host to yield instead of preempting it on wake-up, so the host's send no
+    longer stalls behind the whole request (no privilege needed; kept as is where refused)."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_BATCH, os.sched_param(0))
+    except (AttributeError, OSError):
+        log.info("SCHED_BATCH refused; the server keeps the default policy")
+
+
 def _settle() -> None:
     """After start-up: freeze what the imports built, and give freed heap back.
 
@@ -301,6 +311,7 @@ async def main() -> int:
     run_dir = os.environ.get("COWORK_RUN_DIR", formats.RUN_DIR)
     cfg, raw = load_config(os.environ.get("COWORK_TASK_CONFIG", formats.TASK_CONFIG))
     _prepare_run_dir(run_dir)
+    _batch_scheduling()
     _use_pidfd_watcher()
     # A quarter of the task's disk_mb: past it records lose their bulk (see audit.AuditLog).
     audit = AuditLog(os.path.join(run_dir, formats.AUDIT_LOG),
