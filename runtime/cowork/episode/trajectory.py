@@ -82,8 +82,10 @@ class Trajectory(BaseModel):
     model and settings), ``user_actions`` and ``event`` and ``day`` (actions run as the user
     or the world, with their results), ``boundary`` (the state when the agent ended a turn)."""
 
-    _world: list[dict[str, Any]] = PrivateAttr(default_factory=list)
-    _boundaries: list[dict[str, Any]] = PrivateAttr(default_factory=list)
+    # default=[] (pydantic copies it per instance), not default_factory=list: for a factory
+    # pydantic reads the builtin's text signature on every instance (~0.3 ms each).
+    _world: list[dict[str, Any]] = PrivateAttr(default=[])
+    _boundaries: list[dict[str, Any]] = PrivateAttr(default=[])
 
     def user_message_indices(self) -> list[int]:
         """Indices in ``messages`` of the user messages that came after the first request
