@@ -91,3 +91,17 @@ async def test_the_server_runs_under_batch_scheduling():
     async with await Sandbox.start(str(ROOT / "specs" / "fix-csv-report")) as sb:
         r = await sb.call_tool("shell", {"command": "python3 -c 'import os; print(os.sched_getscheduler(0))'"})
         assert r.structured["output"].strip() == "3", r.structured  # os.SCHED_BATCH
+
+
+async def test_an_export_during_a_running_call_counts_what_the_log_holds():
+    # A call still running when the export starts is drained (its process killed) and its
+    # record written before the export answers: the count comes from after the drain, so the
+    # chain read next verifies. A count taken before the drain was one short: chain "broken".
+    async with await Sandbox.start(str(ROOT / "specs" / "fix-csv-report")) as sb:
+        running = asyncio.ensure_future(sb.call_tool("shell", {"command": "sleep 20"}))
+        await asyncio.sleep(0.5)
+        ev = await sb.export_evidence()
+        await running
+        assert ev.chain.valid, ev.chain.error
+        assert ev.audit_count == len(ev.chain.records)
+        assert any(r.get("tool") == "shell" for r in ev.chain.records)

@@ -6,6 +6,8 @@ server that went away is reconnected to."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -48,17 +50,23 @@ def run_dir(tmp_path: Path) -> Path:
     return d
 
 
+@contextlib.asynccontextmanager
+async def _served(run_dir: Path) -> AsyncIterator[tuple[_Server, ControlChannel]]:
+    """A running server and a channel to it; both closed at the end."""
+    srv = _Server(run_dir)
+    await srv.start()
+    ch = ControlChannel(run_dir)
+    try:
+        yield srv, ch
+    finally:
+        ch.close()
+        await srv.stop()
+
+
 def test_one_connection_serves_every_request(run_dir: Path) -> None:
     async def main() -> tuple[list[Any], int]:
-        srv = _Server(run_dir)
-        await srv.start()
-        ch = ControlChannel(run_dir)
-        try:
-            answers = [(await ch.request("echo", n=i))["echo"] for i in range(20)]
-            return answers, ch.opened
-        finally:
-            ch.close()
-            await srv.stop()
+        async with _served(run_dir) as (_, ch):
+            return [(await ch.request("echo", n=i))["echo"] for i in range(20)], ch.opened
 
     answers, opened = asyncio.run(main())
     assert answers == list(range(20))
@@ -67,19 +75,13 @@ def test_one_connection_serves_every_request(run_dir: Path) -> None:
 
 def test_a_request_during_a_long_one_does_not_wait(run_dir: Path) -> None:
     async def main() -> tuple[Any, Any, bool]:
-        srv = _Server(run_dir)
-        await srv.start()
-        ch = ControlChannel(run_dir)
-        try:
+        async with _served(run_dir) as (srv, ch):
             slow = asyncio.ensure_future(ch.request("slow"))
             await asyncio.sleep(0.05)
             quick = await asyncio.wait_for(ch.request("echo", n="quick"), 2)  # own connection
             was_pending = not slow.done()
             srv.release.set()
             return quick["echo"], (await slow)["echo"], was_pending
-        finally:
-            ch.close()
-            await srv.stop()
 
     quick, slow, was_pending = asyncio.run(main())
     assert (quick, slow, was_pending) == ("quick", "slow", True)
@@ -87,19 +89,12 @@ def test_a_request_during_a_long_one_does_not_wait(run_dir: Path) -> None:
 
 def test_a_late_answer_is_never_read_as_the_next_one(run_dir: Path) -> None:
     async def main() -> tuple[Any, int]:
-        srv = _Server(run_dir)
-        await srv.start()
-        ch = ControlChannel(run_dir)
-        try:
+        async with _served(run_dir) as (srv, ch):
             with pytest.raises(SandboxError, match="did not answer 'slow'"):
                 await ch.request("slow", timeout=0.1)
             srv.release.set()  # the slow answer is now written to the dropped connection
             await asyncio.sleep(0.05)
-            nxt = await ch.request("echo", n="next")
-            return nxt["echo"], ch.opened
-        finally:
-            ch.close()
-            await srv.stop()
+            return (await ch.request("echo", n="next"))["echo"], ch.opened
 
     nxt, opened = asyncio.run(main())
     assert nxt == "next"
@@ -108,10 +103,7 @@ def test_a_late_answer_is_never_read_as_the_next_one(run_dir: Path) -> None:
 
 def test_a_cancelled_request_drops_the_connection(run_dir: Path) -> None:
     async def main() -> tuple[Any, int]:
-        srv = _Server(run_dir)
-        await srv.start()
-        ch = ControlChannel(run_dir)
-        try:
+        async with _served(run_dir) as (srv, ch):
             task = asyncio.ensure_future(ch.request("slow"))
             await asyncio.sleep(0.05)
             task.cancel()
@@ -120,9 +112,6 @@ def test_a_cancelled_request_drops_the_connection(run_dir: Path) -> None:
             srv.release.set()
             await asyncio.sleep(0.05)
             return (await ch.request("echo", n=1))["echo"], ch.opened
-        finally:
-            ch.close()
-            await srv.stop()
 
     assert asyncio.run(main()) == (1, 2)
 
@@ -158,16 +147,10 @@ def test_a_server_that_went_away_is_reconnected_to(run_dir: Path) -> None:
 
 def test_a_failed_request_reports_the_server_error(run_dir: Path) -> None:
     async def main() -> int:
-        srv = _Server(run_dir)
-        await srv.start()
-        ch = ControlChannel(run_dir)
-        try:
+        async with _served(run_dir) as (_, ch):
             with pytest.raises(SandboxError, match="unknown or incomplete request"):
                 await ch.request("nope")
             await ch.request("echo", n=1)  # the connection still serves: the server answered
             return ch.opened
-        finally:
-            ch.close()
-            await srv.stop()
 
     assert asyncio.run(main()) == 1
