@@ -40,6 +40,11 @@ class SandboxStartTimeout(SandboxError, TimeoutError):
     """A sandbox did not become ready in time; the message carries its logs."""
 
 
+class SandboxNotReady(SandboxError):
+    """A sandbox's health check at the start of an episode failed (see ``Sandbox.begin_episode``
+    with ``early``): an infrastructure failure, never the agent's (nothing of the episode ran)."""
+
+
 class McpError(SandboxError):
     """A sandbox's MCP server failed a request: an HTTP error, or a JSON-RPC error (``rpc_code`` set)."""
 

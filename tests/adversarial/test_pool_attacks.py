@@ -243,6 +243,34 @@ def _server_signal(sb, sig: int) -> None:
     assert out.exit_code in ((0, 137) if sig == 9 else (0,)) and out.output.split(), out
 
 
+async def test_a_warm_sandbox_that_hangs_before_its_episode_is_never_the_agents_fault(task, no_leftovers):
+    """run_task takes a pooled sandbox before its health check answers (the check overlaps the
+    model's first turn). The attack on that: a warm sandbox whose server hangs before the episode
+    must not be graded as the agent breaking it (agent_broke_sandbox, score 0): its episode is an
+    infrastructure failure, retried on another sandbox, and the hung one is removed."""
+    import signal
+
+    from cowork.agents import ScriptedPolicy
+    from cowork.episode.run import run_task
+
+    steps = [("read_file", {"path": "a.txt"})]
+    async with SandboxPool(max_per_task=2) as pool:
+        await pool.prewarm(task, 1)
+        hung = next(iter(pool._tasks.values())).warm[0]
+        _server_signal(hung, signal.SIGSTOP)
+        res = await run_task(task, ScriptedPolicy(steps), pool=pool, infra_retries=0)
+        assert res.trajectory.status == "infra_error" and res.grade.status == "infra_error", res.trajectory.error
+        assert "failed its health check" in (res.trajectory.error or "")
+        await pool.wait_idle()
+        assert pool.stats["discarded"] == 1 and not hung.run_dir.exists()
+
+        hung = next(iter(pool._tasks.values())).warm[0]  # the pool keeps one warm: hang that too
+        _server_signal(hung, signal.SIGSTOP)
+        res = await run_task(task, ScriptedPolicy(steps), pool=pool, infra_retries=1)
+        assert res.trajectory.status == "completed" and res.grade.passed, res.trajectory.error
+        assert len(res.infra_failures) == 1 and "failed its health check" in res.infra_failures[0]
+
+
 async def test_broken_sandboxes_are_never_handed_out_and_close_leaves_nothing(task, no_leftovers):
     """A warm sandbox whose server hangs fails its health check and is replaced; one whose
     server dies during an episode is discarded by run_task; with max_uses=1 nothing is reused;

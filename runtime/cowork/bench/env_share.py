@@ -72,9 +72,9 @@ class _TimedPool:
         self._pool = pool
         self.acquire_ms: list[float] = []
 
-    async def acquire(self, spec: Any, *, seed: int | None = None) -> Any:
+    async def acquire(self, spec: Any, *, seed: int | None = None, early: bool = False) -> Any:
         t0 = time.perf_counter()
-        sb = await self._pool.acquire(spec, seed=seed)
+        sb = await self._pool.acquire(spec, seed=seed, early=early)
         self.acquire_ms.append((time.perf_counter() - t0) * 1000)
         return sb
 

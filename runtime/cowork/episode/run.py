@@ -12,10 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 from ..agents.base import AssistantTurn, Policy, ToolCall, mcp_tool_to_openai
 from ..agents.tokens import SamplingSettings
-from ..errors import ContextLengthExceeded, CoworkError, PolicyError, SandboxError
+from ..errors import ContextLengthExceeded, CoworkError, PolicyError, SandboxError, SandboxNotReady
 from ..evidence import Evidence
 from ..grading import Grade, grade
 from ..grading.checks import STATE_CHECK_TYPES, WORKSPACE_CHECK_TYPES
+from ..sandbox.pool import early_acquire
 from ..sandbox.sandbox import Sandbox
 from ..spec.loader import LoadedSpec, load_spec
 from .trajectory import StepRecord, Trajectory
@@ -103,6 +104,8 @@ class _Episode:
             traj.status, traj.error = "timeout", f"episode ran past {self.timeout:g}s"
         except PolicyError as exc:
             traj.status, traj.error = "policy_error", str(exc)
+        except SandboxNotReady as exc:  # the sandbox failed before the episode reached it
+            traj.status, traj.error = "infra_error", str(exc)
         except SandboxError as exc:
             who, cause = await self.sb.diagnose()
             traj.status = "agent_broke_sandbox" if who == "agent" else "infra_error"
@@ -306,7 +309,8 @@ async def run_task(spec: LoadedSpec | str | Path, policy: Policy, *, evidence_di
     for attempt in range(infra_retries + 1):
         try:
             if pool is not None:
-                sb = await pool.acquire(loaded, seed=seed)
+                # Its health check overlaps the model's first turn (SandboxPool.acquire's ``early``).
+                sb = await pool.acquire(loaded, seed=seed, **early_acquire(pool))
             else:
                 sb = await Sandbox.start(loaded, image=image, backend=backend, seed=seed)
             reusable = False
@@ -356,6 +360,8 @@ async def _episode_evidence(sb: Sandbox, policy: Policy, turn_progress: bool = F
     if traj.status != "agent_broke_sandbox":
         try:
             return traj, _with_turns(traj, await sb.export_evidence(trace=traj.model_dump()))
+        except SandboxNotReady:  # no tool call reached it: the sandbox's failure, not the agent's
+            raise
         except SandboxError as exc:
             who, cause = await sb.diagnose()
             if who != "agent":

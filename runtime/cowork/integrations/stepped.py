@@ -27,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from ..agents.base import AssistantTurn
 from ..errors import CoworkError, SandboxError
+from ..sandbox.pool import early_acquire
 from ..spec.loader import LoadedSpec
 from .loop_thread import PoolRuntime, Runtimes
 
@@ -154,8 +155,8 @@ class _EpisodePool:
     def __init__(self, pool: Any, max_turns: int | None):
         self.pool, self.max_turns, self.sandbox = pool, max_turns, None
 
-    async def acquire(self, loaded: LoadedSpec, *, seed: int | None = None) -> Any:
-        sb = await self.pool.acquire(loaded, seed=seed)
+    async def acquire(self, loaded: LoadedSpec, *, seed: int | None = None, early: bool = False) -> Any:
+        sb = await self.pool.acquire(loaded, seed=seed, **(early_acquire(self.pool) if early else {}))
         self.sandbox = sb
         if self.max_turns is not None and self.max_turns < sb.spec.limits.max_turns:
             return _Limited(sb, self.max_turns)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import inspect
 import logging
 import os
 import time
@@ -39,6 +40,16 @@ log = logging.getLogger(__name__)
 RESET_WAIT_S = 1.0
 #: The folder under the run root holding the pools' task bundles, one folder per pool.
 BUNDLES = "bundles"
+
+
+def early_acquire(pool: Any) -> dict[str, bool]:
+    """``{"early": True}`` for a pool whose ``acquire`` takes ``early`` (a :class:`SandboxPool`,
+    or a wrapper that passes it on); nothing for any other pool-like object."""
+    try:
+        takes = "early" in inspect.signature(pool.acquire).parameters
+    except (TypeError, ValueError):
+        takes = False
+    return {"early": True} if takes else {}
 
 
 def spares_for(concurrency: int) -> int:
@@ -138,12 +149,20 @@ class SandboxPool:
         self.stats: collections.Counter[str] = collections.Counter()
 
     # ------------------------------------------------------------------ public
-    async def acquire(self, spec: LoadedSpec | str | os.PathLike, *, seed: int | None = None) -> Sandbox:
+    async def acquire(self, spec: LoadedSpec | str | os.PathLike, *, seed: int | None = None,
+                      early: bool = False) -> Sandbox:
         """A ready sandbox for ``spec``: warm if one is, else freshly started.
 
         Args:
             spec: A loaded spec or a task folder (read once per path and pool).
             seed: The episode's fault seed (None: the spec's own).
+            early: Hand a warm sandbox out before its health check answers: the check runs
+                on while the caller's model takes its first turn, and the sandbox's first use
+                waits for it (``Sandbox.begin_episode(early=True)``). A warm sandbox that
+                fails it then raises :class:`~cowork.errors.SandboxNotReady` at that first
+                use, an infrastructure failure for the caller to retry, instead of being
+                replaced here. ``run_task`` asks for this: the round trip left the critical
+                path of every pooled episode.
 
         Raises:
             SandboxError: the pool is closed, or a sandbox could not be started (the message
@@ -160,7 +179,7 @@ class SandboxPool:
                 self._idle_since.pop(sb.id, None)
                 slots.busy.add(sb)
                 try:
-                    await sb.begin_episode(seed)
+                    await sb.begin_episode(seed, early=early)
                 except SandboxError as exc:
                     slots.busy.discard(sb)
                     self.stats["health_check_failed"] += 1

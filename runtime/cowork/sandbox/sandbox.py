@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import BaseModel, ConfigDict
 
 from .. import settings
-from ..errors import McpError, ResetMismatch, SandboxError, SandboxStartTimeout
+from ..errors import McpError, ResetMismatch, SandboxError, SandboxNotReady, SandboxStartTimeout
 from ..evidence import Evidence
 from ..formats import AUDIT_LOG, CONTROL_SOCKET, EXPORT_DIR, MCP_SOCKET, RPC_SOCKET
 from ..spec.loader import LoadedSpec, load_spec
@@ -90,6 +90,8 @@ class Sandbox:
         self.uses = 0
         #: True from the first tool call until the evidence was exported.
         self.unexported = False
+        #: An early health check (``begin_episode(early=True)``) until it answered well.
+        self._begun: asyncio.Future | None = None
 
     @property
     def socket_path(self) -> Path:
@@ -213,6 +215,7 @@ class Sandbox:
             return
         self._stopped = True
         from ..engine.client import in_thread
+        self._drop_check()
         self._control.close()
         try:
             with contextlib.suppress(Exception):
@@ -232,6 +235,7 @@ class Sandbox:
         process exits.
         """
         self._stopped = True
+        self._drop_check()
         self._control.close()
         with contextlib.suppress(Exception):
             await asyncio.wait_for(self._stack.aclose(), 5)
@@ -281,11 +285,13 @@ class Sandbox:
     async def checkpoint(self) -> dict[str, Any]:
         """Snapshot the whole task state (workspace with owners and modes, services, audit
         position, clock); see :mod:`cowork.sandbox.checkpoints`."""
+        await self._ready()
         return await checkpoint_sandbox(self)
 
     async def restore(self, snapshot: "dict[str, Any] | str") -> dict[str, Any]:
         """Return to a snapshot from :meth:`checkpoint`, as a new audited branch; the state
         hash is verified against the snapshot's. See :mod:`cowork.sandbox.checkpoints`."""
+        await self._ready()
         return await restore_sandbox(self, snapshot)
 
     async def __aenter__(self) -> "Sandbox":
@@ -297,6 +303,7 @@ class Sandbox:
     # ------------------------------------------------------------------ tools
     async def list_tools(self) -> list:
         """The MCP tools the sandbox serves (mcp.types.Tool objects), asked of the server."""
+        await self._ready()
         self._tools = await self._session().list_tools()
         return self._tools
 
@@ -339,6 +346,7 @@ class Sandbox:
                               duration_ms=0.0)
         args = dict(args)
         limit = timeout if timeout is not None else self.spec.limits.tool_timeout_s + 5
+        await self._ready()
         t0 = time.perf_counter()
         try:
             async with asyncio.timeout(limit):  # no extra task per call, unlike wait_for
@@ -375,6 +383,7 @@ class Sandbox:
         Raises:
             SandboxError: when the control socket does not answer.
         """
+        await self._ready()
         # One request: the server drains running calls, writes the workspace and (with services)
         # both state dumps while calls are held, and says where the audit chain stands then.
         export = await self._control.request("export_workspace", timeout=60,
@@ -575,6 +584,7 @@ class Sandbox:
         Raises:
             SandboxError: when the sandbox has no services or the reset failed.
         """
+        await self._ready()
         resp = await self._control.request("reset_services", **({"seed": seed} if seed is not None else {}))
         if not resp.get("matches_seed"):
             raise SandboxError(f"reset of {self.name} did not restore the seeded state")
@@ -589,6 +599,7 @@ class Sandbox:
         Raises:
             SandboxError: when the control socket does not answer.
         """
+        await self._ready()
         resp = await self._control.request("state_hash", timeout=30)
         return {k: v for k, v in resp.items() if k != "ok"}
 
@@ -606,6 +617,7 @@ class Sandbox:
             SandboxError: when the control socket does not answer.
         """
         timeout = 30 + len(actions) * (self.spec.limits.tool_timeout_s + 5)
+        await self._ready()
         resp = await self._control.request("act", timeout=timeout, actor=actor, actions=actions)
         self.unexported = True
         return {k: v for k, v in resp.items() if k != "ok"}
@@ -615,15 +627,51 @@ class Sandbox:
         self.pristine = await self.state()
         return self.pristine["hash"]
 
-    async def begin_episode(self, seed: int | None = None) -> None:
+    async def begin_episode(self, seed: int | None = None, *, early: bool = False) -> None:
         """Health check and start of an episode: the server answers and takes the episode's
         fault seed (None: the spec's own).
 
+        With ``early`` it returns at once and the check runs on while the caller's model takes
+        its first turn: whatever next talks to the server (a tool call, an export, an action,
+        a tool listing, a checkpoint, a reset) waits for its answer first, so no call runs
+        before the seed is set. A check that fails makes that first use raise
+        :class:`~cowork.errors.SandboxNotReady`, an infrastructure failure: nothing of the
+        episode reached the sandbox, so the agent is never blamed for it.
+
         Raises:
-            SandboxError: when the server does not answer.
+            SandboxError: when the server does not answer (without ``early``).
         """
-        await self._control.request("begin_episode", timeout=5, seed=seed)
+        self._drop_check()
+        if not early:
+            await self._control.request("begin_episode", timeout=5, seed=seed)
+            self.uses += 1
+            return
         self.uses += 1
+        check = asyncio.ensure_future(self._control.request("begin_episode", timeout=5, seed=seed))
+        check.add_done_callback(_retrieve)
+        self._begun = check
+
+    async def _ready(self) -> None:
+        """Wait for an early health check (see :meth:`begin_episode`); raise if it failed.
+
+        Raises:
+            SandboxNotReady: the check failed or was dropped; every later use raises too.
+        """
+        check = self._begun
+        if check is None:
+            return
+        if not check.done():
+            await asyncio.wait((check,))  # a cancelled caller leaves the check running
+        if check.cancelled() or check.exception() is not None:
+            cause = "it was cancelled" if check.cancelled() else str(check.exception())
+            raise SandboxNotReady(f"sandbox {self.name} (task {self.spec.id}) failed its health check at the start "
+                                  f"of the episode: {cause}")
+        self._begun = None
+
+    def _drop_check(self) -> None:
+        """Cancel an early health check still waiting for its answer (the sandbox is going)."""
+        if self._begun is not None and not self._begun.done():
+            self._begun.cancel()
 
     async def reset(self, seed: int | None = None, *, discard_evidence: bool = False) -> dict[str, Any]:
         """Return the sandbox to its pristine state and verify it.
@@ -653,6 +701,7 @@ class Sandbox:
         if self.unexported and not discard_evidence:
             raise SandboxError(f"sandbox {self.name} (task {self.spec.id}): reset refused: the episode's evidence "
                                "was not exported; call export_evidence() first or pass discard_evidence=True")
+        await self._ready()
         resp = await self._control.request("reset", timeout=self.spec.limits.tool_timeout_s + 30,
                                      seed=seed, task=self.spec.id, discard_evidence=discard_evidence)
         state = {k: v for k, v in resp.items() if k != "ok"}
@@ -699,3 +748,9 @@ async def _sweep_once(reap, in_thread) -> None:
             await in_thread(reap)
         except Exception as exc:  # a sweep failure must not block starting a sandbox
             log.warning("orphan sweep failed: %s", exc)
+
+
+def _retrieve(check: "asyncio.Future[Any]") -> None:
+    """Mark an early health check's failure as seen (it is raised by ``Sandbox._ready``)."""
+    if not check.cancelled():
+        check.exception()
