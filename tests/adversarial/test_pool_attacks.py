@@ -253,22 +253,28 @@ async def test_a_warm_sandbox_that_hangs_before_its_episode_is_never_the_agents_
     from cowork.agents import ScriptedPolicy
     from cowork.episode.run import run_task
 
+    async def hung_warm(pool: SandboxPool):
+        sb = await pool.acquire(task)
+        await sb.export_evidence()
+        await pool.release(sb)
+        await pool.wait_idle()
+        _server_signal(sb, signal.SIGSTOP)  # hangs while warm: the next acquire hands it out
+        return sb
+
     steps = [("read_file", {"path": "a.txt"})]
     async with SandboxPool(max_per_task=2) as pool:
-        await pool.prewarm(task, 1)
-        hung = next(iter(pool._tasks.values())).warm[0]
-        _server_signal(hung, signal.SIGSTOP)
+        hung = await hung_warm(pool)
         res = await run_task(task, ScriptedPolicy(steps), pool=pool, infra_retries=0)
         assert res.trajectory.status == "infra_error" and res.grade.status == "infra_error", res.trajectory.error
         assert "failed its health check" in (res.trajectory.error or "")
         await pool.wait_idle()
         assert pool.stats["discarded"] == 1 and not hung.run_dir.exists()
 
-        hung = next(iter(pool._tasks.values())).warm[0]  # the pool keeps one warm: hang that too
-        _server_signal(hung, signal.SIGSTOP)
+        hung = await hung_warm(pool)
         res = await run_task(task, ScriptedPolicy(steps), pool=pool, infra_retries=1)
         assert res.trajectory.status == "completed" and res.grade.passed, res.trajectory.error
         assert len(res.infra_failures) == 1 and "failed its health check" in res.infra_failures[0]
+        assert pool.stats["discarded"] == 2 and not hung.run_dir.exists()
 
 
 async def test_broken_sandboxes_are_never_handed_out_and_close_leaves_nothing(task, no_leftovers):
