@@ -28,7 +28,7 @@ _EXPORTS = {
     "Trajectory": "episode.trajectory", "Policy": "agents.base", "make_policy": "agents", "grade": "grading",
     "Grade": "grading", "CheckResult": "grading.grade", "Evidence": "evidence", "Settings": "settings",
     "CoworkError": "errors", "SpecError": "errors", "DockerUnavailable": "errors", "ImageError": "errors",
-    "SandboxError": "errors", "SandboxStartTimeout": "errors", "McpError": "errors",
+    "SandboxError": "errors", "SandboxNotReady": "errors", "SandboxStartTimeout": "errors", "McpError": "errors",
     "ResetMismatch": "errors", "CheckpointError": "errors", "EvidenceError": "errors",
     "PolicyError": "errors", "EndpointUnavailable": "errors", "ContextLengthExceeded": "errors", "GradingError": "errors",
     "ClusterUnavailable": "errors", "NoSuchSandbox": "errors", "UnsupportedTask": "errors",
@@ -38,8 +38,8 @@ _EXPORTS = {
 __all__ = ["CheckResult", "CheckpointError", "ClusterUnavailable", "ContextLengthExceeded", "CoworkError", "DockerBackend", "DockerUnavailable",
            "EndpointUnavailable", "EpisodeResult", "Evidence", "EvidenceError", "GVisorBackend", "Grade",
            "GradingError", "ImageError", "LoadedSpec", "McpError", "NoSuchSandbox", "Policy", "PolicyError", "ResetMismatch",
-           "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend", "SandboxError", "SandboxPool",
-           "SandboxStartTimeout", "Settings", "SpecError", "TaskSpec", "ToolResult", "Trajectory",
+           "RolloutResult", "RolloutRunner", "Sandbox", "SandboxBackend", "SandboxError", "SandboxNotReady",
+           "SandboxPool", "SandboxStartTimeout", "Settings", "SpecError", "TaskSpec", "ToolResult", "Trajectory",
            "UnsupportedTask", "available_backends", "get_backend", "grade", "load_spec", "make_policy", "register_backend",
            "rollout", "run_episode", "run_task"]
 
@@ -78,6 +78,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs; never executed
         PolicyError,
         ResetMismatch,
         SandboxError,
+        SandboxNotReady,
         SandboxStartTimeout,
         SpecError,
         UnsupportedTask,
