@@ -268,13 +268,15 @@ async def test_a_warm_sandbox_that_hangs_before_its_episode_is_never_the_agents_
         assert res.trajectory.status == "infra_error" and res.grade.status == "infra_error", res.trajectory.error
         assert "failed its health check" in (res.trajectory.error or "")
         await pool.wait_idle()
-        assert pool.stats["discarded"] == 1 and not hung.run_dir.exists()
+        assert pool.stats["discarded"] == 1 and pool.stats["health_check_failed"] == 1
+        assert not hung.run_dir.exists()
 
         hung = await hung_warm(pool)
         res = await run_task(task, ScriptedPolicy(steps), pool=pool, infra_retries=1)
         assert res.trajectory.status == "completed" and res.grade.passed, res.trajectory.error
         assert len(res.infra_failures) == 1 and "failed its health check" in res.infra_failures[0]
-        assert pool.stats["discarded"] == 2 and not hung.run_dir.exists()
+        assert pool.stats["discarded"] == 2 and pool.stats["health_check_failed"] == 2
+        assert not hung.run_dir.exists()
 
 
 async def test_broken_sandboxes_are_never_handed_out_and_close_leaves_nothing(task, no_leftovers):

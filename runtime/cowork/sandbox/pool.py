@@ -179,7 +179,9 @@ class SandboxPool:
                 self._idle_since.pop(sb.id, None)
                 slots.busy.add(sb)
                 try:
-                    await sb.begin_episode(seed, early=early)
+                    check = await sb.begin_episode(seed, early=early)
+                    if check is not None:  # counted when it fails, as a check made here is
+                        check.add_done_callback(self._count_failed_check)
                 except SandboxError as exc:
                     slots.busy.discard(sb)
                     self.stats["health_check_failed"] += 1
@@ -497,6 +499,11 @@ class SandboxPool:
             return
         self._make_warm(slots, sb)
         await self._notify()
+
+    def _count_failed_check(self, check: "asyncio.Future[Any]") -> None:
+        # Cancelled: the sandbox went before its answer (removed, pool closed), not a failure.
+        if not check.cancelled() and check.exception() is not None:
+            self.stats["health_check_failed"] += 1
 
     async def _retire(self, sb: Sandbox) -> None:
         self._owner.pop(sb.id, None)

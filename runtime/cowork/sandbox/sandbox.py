@@ -627,7 +627,7 @@ class Sandbox:
         self.pristine = await self.state()
         return self.pristine["hash"]
 
-    async def begin_episode(self, seed: int | None = None, *, early: bool = False) -> None:
+    async def begin_episode(self, seed: int | None = None, *, early: bool = False) -> "asyncio.Future[Any] | None":
         """Health check and start of an episode: the server answers and takes the episode's
         fault seed (None: the spec's own).
 
@@ -638,6 +638,9 @@ class Sandbox:
         :class:`~cowork.errors.SandboxNotReady`, an infrastructure failure: nothing of the
         episode reached the sandbox, so the agent is never blamed for it.
 
+        Returns:
+            With ``early``, the check still running (done callbacks may watch it); else None.
+
         Raises:
             SandboxError: when the server does not answer (without ``early``).
         """
@@ -645,11 +648,12 @@ class Sandbox:
         if not early:
             await self._control.request("begin_episode", timeout=5, seed=seed)
             self.uses += 1
-            return
+            return None
         self.uses += 1
         check = asyncio.ensure_future(self._control.request("begin_episode", timeout=5, seed=seed))
         check.add_done_callback(_retrieve)
         self._begun = check
+        return check
 
     async def _ready(self) -> None:
         """Wait for an early health check (see :meth:`begin_episode`); raise if it failed.
