@@ -45,6 +45,8 @@ BUNDLES = "bundles"
 def early_acquire(pool: Any) -> dict[str, bool]:
     """``{"early": True}`` for a pool whose ``acquire`` takes ``early`` (a :class:`SandboxPool`,
     or a wrapper that passes it on); nothing for any other pool-like object."""
+    if isinstance(pool, SandboxPool):  # the common case, without reading a signature per episode
+        return {"early": True}
     try:
         takes = "early" in inspect.signature(pool.acquire).parameters
     except (TypeError, ValueError):
